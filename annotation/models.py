@@ -1,0 +1,480 @@
+"""The study data model: what is rated, by whom, and what they said.
+
+Invariants live in the database (unique and check constraints); services add friendly errors on
+top but never replace them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q, Value
+
+SEVEN_VALUES: tuple[tuple[str, str, str], ...] = (
+    ("relevance", "Relevance", "Addresses the question that was actually asked."),
+    (
+        "actionability",
+        "Actionability and practicality",
+        "Gives steps or information the asker can act on.",
+    ),
+    ("empathy", "Empathy and sensitivity", "Acknowledges the asker's situation and feelings."),
+    ("creativity", "Creativity", "Offers a fresh angle or idea rather than the obvious."),
+    ("clarity", "Readability and clarity", "Is easy to read, well organised and unambiguous."),
+    ("constructiveness", "Constructiveness", "Builds something useful instead of only judging."),
+    ("ethics", "Ethics", "Is honest, fair and avoids harm."),
+)
+SEVEN_VALUE_KEYS: frozenset[str] = frozenset(key for key, _, _ in SEVEN_VALUES)
+FINE_GRAINED_AXES: tuple[str, ...] = ("relevance", "usefulness", "factuality")
+
+
+class Preference(models.TextChoices):
+    """A collapsed preference in canonical (A/B) terms."""
+
+    A = "A", "A is better"
+    B = "B", "B is better"
+    TIE = "tie", "Tie"
+
+
+class Acceptability(models.TextChoices):
+    ACCEPT = "accept", "Accept"
+    REJECT = "reject", "Reject"
+    UNSURE = "unsure", "Unsure"
+
+
+class Study(models.Model):
+    """What an admin configures: forms, overlap, pay, time limits, gold share, status."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        LIVE = "live", "Live"
+        PAUSED = "paused", "Paused"
+        CLOSED = "closed", "Closed"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    instructions = models.TextField(blank=True, help_text="Markdown shown before work starts.")
+    notes = models.TextField(blank=True, help_text="What researchers should know about the data.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+
+    form_likert = models.BooleanField("pairwise Likert 1-8", default=True)
+    form_values = models.BooleanField("seven values after a preference", default=False)
+    form_rationale_only = models.BooleanField("rationale-only (winner shown)", default=False)
+    form_acceptability = models.BooleanField("accept / reject / unsure", default=False)
+    form_axes = models.BooleanField("relevance, usefulness, factuality", default=False)
+    form_comment = models.BooleanField("optional comment", default=True)
+
+    overlap = models.PositiveSmallIntegerField(
+        default=3, help_text="Distinct workers who judge each pair."
+    )
+    target_per_worker = models.PositiveIntegerField(
+        default=20, help_text="Judgments a worker makes before getting a completion code."
+    )
+    pay_per_judgment_cents = models.PositiveIntegerField(
+        default=15, help_text="Pay per accepted judgment, in US cents."
+    )
+    hourly_floor_cents = models.PositiveIntegerField(
+        default=1200, help_text="Effective hourly pay below which the study raises an alert."
+    )
+    time_limit_seconds = models.PositiveIntegerField(
+        default=600, help_text="How long a reserved pair stays with one worker."
+    )
+    gold_share = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        default=Decimal("0.100"),
+        help_text="Share of gold pairs among those a worker is shown (0 to 1).",
+    )
+    categories = models.JSONField(
+        default=list, blank=True, help_text="Categories shown in filters; empty means any."
+    )
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="StudyMembership", related_name="studies", blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["-created_at"]
+        permissions = [
+            ("import_study", "Can import prompts and answers into a study"),
+            ("export_study", "Can export a study's data and reports"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="study_overlap_at_least_1"),
+            models.CheckConstraint(
+                condition=Q(gold_share__gte=0) & Q(gold_share__lte=1),
+                name="study_gold_share_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(pay_per_judgment_cents__gte=0) & Q(hourly_floor_cents__gte=0),
+                name="study_pay_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(time_limit_seconds__gte=1), name="study_time_limit_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class StudyMembership(models.Model):
+    """A researcher's access to one study; researchers see only studies they belong to."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_memberships"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "user"], name="membership_unique_study_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.study}"
+
+
+class Prompt(models.Model):
+    """A question of one or more user turns."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="prompts")
+    external_id = models.CharField(max_length=200)
+    category = models.CharField(max_length=100, blank=True, db_index=True)
+    turns = models.JSONField(help_text="The user's turns, a list of strings.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "external_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "external_id"], name="prompt_unique_external_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def turn_count(self) -> int:
+        return len(self.turns or [])
+
+
+class System(models.Model):
+    """A model that answers prompts: name, version and decoding parameters."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=200)
+    version = models.CharField(max_length=100, blank=True)
+    decoding = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "name", "version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "name", "version"], name="system_unique_name_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version}".strip()
+
+
+class Answer(models.Model):
+    """A system's answer to a prompt: one text per user turn.
+
+    `turns` may be empty when the source published labels but no texts (MT-Bench's judgments).
+    """
+
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="answers")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="answers")
+    turns = models.JSONField(default=list, blank=True)
+    rank = models.PositiveIntegerField(null=True, blank=True, help_text="1 = best.")
+    upvotes = models.IntegerField(null=True, blank=True)
+    leak_matches = models.JSONField(
+        default=list, blank=True, help_text="Phrases in which the model names itself or its maker."
+    )
+    leak_flagged = models.BooleanField(default=False, db_index=True)
+    leak_cleared_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    leak_cleared_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["prompt", "system"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["prompt", "system"], name="answer_unique_prompt_system"
+            ),
+            models.CheckConstraint(condition=Q(rank__gte=1), name="answer_rank_from_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.system} on {self.prompt}"
+
+    @property
+    def text(self) -> str:
+        """The whole answer, turns joined by blank lines."""
+        return "\n\n".join(self.turns or [])
+
+    @property
+    def usable_in_pairs(self) -> bool:
+        """Flagged answers stay out of pairs until a researcher clears them."""
+        return not self.leak_flagged or self.leak_cleared_at is not None
+
+
+class Pair(models.Model):
+    """Two answers to the same prompt in canonical order (answer_a.id < answer_b.id), one turn.
+
+    A pair at a turn is the agreement unit: (prompt, unordered pair of answers, turn).
+    """
+
+    class Source(models.TextChoices):
+        ALL_PAIRS = "all_pairs", "All system pairs"
+        BASELINE = "baseline", "Against a baseline"
+        SAMPLE = "sample", "Sampled"
+        GOLD = "gold", "Gold from a ranking"
+        IMPORTED = "imported", "Imported"
+
+    class GoldKind(models.TextChoices):
+        NONE = "", "Not gold"
+        FIRST_VS_LAST = "first_vs_last", "First vs last ranked"
+        FIRST_VS_SECOND = "first_vs_second", "First vs second ranked"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pairs")
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="pairs")
+    answer_a = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="pairs_as_a")
+    answer_b = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="pairs_as_b")
+    turn = models.PositiveSmallIntegerField(default=1)
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.ALL_PAIRS)
+    is_gold = models.BooleanField(default=False, db_index=True)
+    gold_side = models.CharField(max_length=3, choices=Preference.choices, blank=True)
+    gold_kind = models.CharField(max_length=20, choices=GoldKind.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "prompt", "turn", "answer_a", "answer_b"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["answer_a", "answer_b", "turn"], name="pair_unique_answers_turn"
+            ),
+            models.CheckConstraint(
+                condition=Q(answer_a__lt=F("answer_b")), name="pair_canonical_order"
+            ),
+            models.CheckConstraint(condition=Q(turn__gte=1), name="pair_turn_from_1"),
+            models.CheckConstraint(
+                condition=(Q(is_gold=False, gold_side="", gold_kind=""))
+                | (Q(is_gold=True) & Q(gold_side__in=["A", "B"]) & ~Q(gold_kind="")),
+                name="pair_gold_has_side",
+            ),
+        ]
+        indexes = [models.Index(fields=["study", "is_gold"], name="pair_study_gold")]
+
+    def __str__(self) -> str:
+        return f"pair {self.pk} ({self.prompt}, turn {self.turn})"
+
+
+class Worker(models.Model):
+    """Someone who rates pairs in one study: a crowd worker, or an outside rater whose published
+    judgments were imported (then `user` is empty and `external_id` is the rater's id)."""
+
+    class Panel(models.TextChoices):
+        INVITE = "invite", "Invite link"
+        PROLIFIC = "prolific", "Prolific"
+        DEMO = "demo", "Demo"
+        IMPORTED = "imported", "Imported rater"
+
+    class State(models.TextChoices):
+        ACTIVE = "active", "Active"
+        WARNED = "warned", "Warned"
+        BLOCKED = "blocked", "Blocked"
+        DONE = "done", "Done"
+        RETURNED = "returned", "Returned"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="workers")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="worker_profiles",
+    )
+    panel = models.CharField(max_length=12, choices=Panel.choices)
+    external_id = models.CharField(max_length=200, help_text="Participant id on the panel.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study", "panel", "external_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "panel", "external_id"], name="worker_unique_external_id"
+            ),
+            models.UniqueConstraint(
+                fields=["study", "user"],
+                condition=Q(user__isnull=False),
+                name="worker_unique_user_per_study",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.panel}:{self.external_id}"
+
+
+class Assignment(models.Model):
+    """One pair reserved for one worker, with the order in which it is shown."""
+
+    class Status(models.TextChoices):
+        RESERVED = "reserved", "Reserved"
+        SUBMITTED = "submitted", "Submitted"
+        EXPIRED = "expired", "Expired"
+        RETURNED = "returned", "Returned"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="assignments")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="assignments")
+    a_left = models.BooleanField(help_text="True when answer A is shown on the left.")
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.RESERVED, db_index=True
+    )
+    reserved_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-reserved_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["worker", "pair"],
+                condition=Q(status__in=["reserved", "submitted"]),
+                name="assignment_one_open_per_worker_pair",
+            ),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=F("reserved_at")), name="assignment_expiry_after_start"
+            ),
+        ]
+        indexes = [models.Index(fields=["pair", "status"], name="assignment_pair_status")]
+
+    def __str__(self) -> str:
+        return str(self.public_id)
+
+
+class HumanJudgment(models.Model):
+    """A person's answer to the forms for one pair.
+
+    Live judgments belong to an assignment and store the Likert score as shown and in canonical
+    A/B terms. Imported judgments (published data) have no assignment, may carry only a collapsed
+    preference, and may not know the order shown: those fields stay empty rather than invented.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judgments")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="judgments")
+    assignment = models.OneToOneField(
+        Assignment, null=True, blank=True, on_delete=models.CASCADE, related_name="judgment"
+    )
+    submission_id = models.UUIDField(
+        null=True, blank=True, unique=True, help_text="Idempotency key sent with the form."
+    )
+    is_imported = models.BooleanField(default=False)
+    a_left = models.BooleanField(null=True, blank=True, help_text="Empty when not known.")
+    likert_shown = models.PositiveSmallIntegerField(null=True, blank=True)
+    likert = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Canonical, 1-8.")
+    preference = models.CharField(max_length=3, choices=Preference.choices, blank=True)
+    values = models.JSONField(default=list, blank=True, help_text="Seven-value keys cited.")
+    reason = models.TextField(blank=True)
+    acceptability_a = models.CharField(max_length=6, choices=Acceptability.choices, blank=True)
+    acceptability_b = models.CharField(max_length=6, choices=Acceptability.choices, blank=True)
+    axes = models.JSONField(
+        default=dict, blank=True, help_text='{"a": {"relevance": "yes", ...}, "b": {...}}'
+    )
+    comment = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-measured.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(likert_shown__isnull=True)
+                | (Q(likert_shown__gte=1) & Q(likert_shown__lte=8)),
+                name="judgment_likert_shown_1_8",
+            ),
+            models.CheckConstraint(
+                condition=Q(likert__isnull=True) | (Q(likert__gte=1) & Q(likert__lte=8)),
+                name="judgment_likert_1_8",
+            ),
+            # The canonical score follows from the shown score and the order: 9 - shown when B
+            # was on the left.
+            models.CheckConstraint(
+                condition=Q(likert_shown__isnull=True)
+                | Q(a_left=True, likert=F("likert_shown"))
+                | Q(a_left=False, likert=Value(9) - F("likert_shown")),
+                name="judgment_likert_canonical",
+            ),
+            # The collapsed preference follows from the canonical score: 1-3 A, 4-5 tie, 6-8 B.
+            models.CheckConstraint(
+                condition=Q(likert__isnull=True)
+                | Q(likert__lte=3, preference="A")
+                | Q(likert__in=[4, 5], preference="tie")
+                | Q(likert__gte=6, preference="B"),
+                name="judgment_preference_matches_likert",
+            ),
+            models.CheckConstraint(
+                condition=Q(is_imported=True) | Q(assignment__isnull=False),
+                name="judgment_live_has_assignment",
+            ),
+        ]
+        indexes = [models.Index(fields=["study", "pair"], name="judgment_study_pair")]
+
+    def __str__(self) -> str:
+        return f"judgment {self.pk} on {self.pair_id}"
+
+
+class PayEntry(models.Model):
+    """A line of the payment ledger: pay for one accepted judgment, or a bonus."""
+
+    class Kind(models.TextChoices):
+        JUDGMENT = "judgment", "Judgment"
+        BONUS = "bonus", "Bonus"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        PAID = "paid", "Paid"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pay_entries")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="pay_entries")
+    judgment = models.ForeignKey(
+        HumanJudgment, null=True, blank=True, on_delete=models.CASCADE, related_name="pay_entries"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    amount_cents = models.IntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "pay entries"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_cents__gte=0), name="pay_non_negative"),
+            models.UniqueConstraint(
+                fields=["judgment", "kind"],
+                condition=Q(judgment__isnull=False),
+                name="pay_once_per_judgment",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.amount_cents}c to {self.worker}"

@@ -1,0 +1,17 @@
+"""Top-level URLs."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from annotation.views.studies import HomeView
+
+urlpatterns = [
+    path("", HomeView.as_view(), name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("studies/", include("annotation.urls")),
+]

@@ -1,0 +1,203 @@
+"""Judges, judge runs and judge calls: one shape for live judges and imported verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotation.models import Answer, Pair, Preference, Study
+
+
+def template_hash(template: str) -> str:
+    """Return the SHA-256 of a prompt template, so a report can say exactly what was asked."""
+    return hashlib.sha256(template.encode("utf-8")).hexdigest()
+
+
+class Judge(models.Model):
+    """A configured automatic rater."""
+
+    class Kind(models.TextChoices):
+        LLM = "llm", "LLM chat judge"
+        PL = "pl", "Plackett-Luce reward model"
+        RANDOM = "random", "Baseline: random"
+        LONGER = "longer", "Baseline: prefer the longer answer"
+        IMPORTED = "imported", "Imported verdicts"
+
+    class OrderPolicy(models.TextChoices):
+        BOTH = "both", "Both orders"
+        RANDOM = "random", "One random order"
+        FIXED = "fixed", "Fixed (A first)"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    model_name = models.CharField(max_length=200, blank=True)
+    model_version = models.CharField(max_length=100, blank=True)
+    base_url = models.URLField(blank=True, help_text="OpenAI-compatible API base URL.")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable that holds the key (never the key itself).",
+    )
+    prompt_template = models.TextField(blank=True)
+    template_hash = models.CharField(max_length=64, blank=True, editable=False)
+    params = models.JSONField(
+        default=dict, blank=True, help_text='For example {"temperature": 0, "max_tokens": 512}.'
+    )
+    price_input_per_mtok = models.DecimalField(
+        "price per million input tokens (USD)", max_digits=10, decimal_places=4, default=Decimal(0)
+    )
+    price_output_per_mtok = models.DecimalField(
+        "price per million output tokens (USD)", max_digits=10, decimal_places=4, default=Decimal(0)
+    )
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    order_policy = models.CharField(
+        max_length=10, choices=OrderPolicy.choices, default=OrderPolicy.BOTH
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(price_input_per_mtok__gte=0) & Q(price_output_per_mtok__gte=0),
+                name="judge_prices_non_negative",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JudgeRun(models.Model):
+    """One judge over a set of pairs of one study."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        CANCELLED = "cancelled", "Cancelled"
+        BUDGET_REACHED = "budget", "Stopped at budget"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        IMPORTED = "imported", "Imported"
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="runs")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judge_runs")
+    pairs = models.ManyToManyField(Pair, related_name="judge_runs", blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    budget_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Empty: no cap."
+    )
+    seed = models.BigIntegerField(default=0)
+    note = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(budget_usd__isnull=True) | Q(budget_usd__gte=0),
+                name="run_budget_non_negative",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge} on {self.study} (#{self.pk})"
+
+
+class JudgeCall(models.Model):
+    """One judge on one pair in one order. Never made or paid twice: unique per (run, pair, order).
+
+    `order` records what the judge was shown: A first, B first, or `both` for a verdict that a
+    source combined from both orders (MT-Bench's published GPT-4 pair verdicts).
+    """
+
+    class Order(models.TextChoices):
+        A_FIRST = "ab", "A shown first"
+        B_FIRST = "ba", "B shown first"
+        BOTH = "both", "Combined from both orders"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Skipped"
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="calls")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judge_calls")
+    order = models.CharField(max_length=4, choices=Order.choices)
+    status = models.CharField(
+        max_length=8, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    request = models.JSONField(default=dict, blank=True, help_text="The prompt as sent.")
+    raw_output = models.TextField(blank=True)
+    likert_shown = models.PositiveSmallIntegerField(null=True, blank=True)
+    likert = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Canonical, 1-8.")
+    preference = models.CharField(max_length=3, choices=Preference.choices, blank=True)
+    verdict_label = models.CharField(
+        max_length=50, blank=True, help_text="The verdict as the source wrote it."
+    )
+    score_a = models.FloatField(null=True, blank=True)
+    score_b = models.FloatField(null=True, blank=True)
+    values = models.JSONField(default=list, blank=True)
+    parse_error = models.TextField(blank=True)
+    refusal = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=8, default=Decimal(0))
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    model_version_reported = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "pair", "order"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "pair", "order"], name="call_unique_run_pair_order"
+            ),
+            models.CheckConstraint(
+                condition=Q(likert__isnull=True) | (Q(likert__gte=1) & Q(likert__lte=8)),
+                name="call_likert_1_8",
+            ),
+            models.CheckConstraint(
+                condition=Q(likert_shown__isnull=True)
+                | (Q(likert_shown__gte=1) & Q(likert_shown__lte=8)),
+                name="call_likert_shown_1_8",
+            ),
+            models.CheckConstraint(condition=Q(cost_usd__gte=0), name="call_cost_non_negative"),
+        ]
+        indexes = [models.Index(fields=["run", "status"], name="call_run_status")]
+
+    def __str__(self) -> str:
+        return f"call {self.pk} ({self.order})"
+
+
+class AnswerScore(models.Model):
+    """A reward model's score of one answer in one run; pair verdicts derive from two scores."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="answer_scores")
+    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="scores")
+    score = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "answer"], name="score_unique_run_answer")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.answer} = {self.score:.3f}"
