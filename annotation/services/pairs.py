@@ -128,8 +128,11 @@ def _answers_by_prompt(study: Study) -> tuple[list[Prompt], dict[int, list[Answe
 
 
 def _existing_pairs(study: Study) -> dict[tuple[int, int, int], Pair]:
-    pairs = Pair.objects.filter(study=study).only(
-        "pk", "answer_a_id", "answer_b_id", "turn", "is_gold", "prompt_id"
+    # order_by() drops Pair's Meta.ordering, which would join half the schema for nothing.
+    pairs = (
+        Pair.objects.filter(study=study)
+        .order_by()
+        .only("pk", "answer_a_id", "answer_b_id", "turn", "is_gold", "prompt_id")
     )
     return {(pair.answer_a_id, pair.answer_b_id, pair.turn): pair for pair in pairs}
 
