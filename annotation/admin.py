@@ -86,7 +86,7 @@ class StudyAdmin(admin.ModelAdmin):
     inlines = (StudyMembershipInline,)
     actions = ("make_live", "make_paused", "make_closed")
     fieldsets = (
-        (None, {"fields": ("slug", "name", "status", "description", "instructions", "notes")}),
+        ("Basics", {"fields": ("slug", "name", "status", "description", "instructions", "notes")}),
         (
             "Forms shown",
             {

@@ -26,9 +26,10 @@ from annotation.models import (
     Study,
     Worker,
 )
+from annotation.services.pairs import pairs_generate
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, template_hash
 from tests.conftest import PASSWORD, Cast
-from tests.factories import make_assignment, make_pair
+from tests.factories import make_assignment, make_pair, make_prompt_with_answers
 
 OUR_APPS = ("annotation", "judges", "leaderboard")
 
@@ -218,6 +219,18 @@ def test_the_clear_leak_action_records_who_and_when(cast: Cast, rows: Pair) -> N
     assert flagged.leak_cleared_at is not None
     assert flagged.leak_flagged and flagged.usable_in_pairs
     assert untouched.leak_cleared_at is None and untouched.leak_cleared_by is None
+
+
+def test_an_answer_cleared_in_the_admin_joins_the_next_pair_generation(cast: Cast) -> None:
+    prompt, answers = make_prompt_with_answers(cast.study, "leaky", ("sys-a", "sys-b", "sys-c"))
+    Answer.objects.filter(pk=answers[2].pk).update(leak_flagged=True)
+    assert pairs_generate(study=cast.study, strategy="all").created == 1
+    client_for(cast.admin).post(
+        reverse("admin:annotation_answer_changelist"),
+        {"action": "clear_leak_flag", "_selected_action": [answers[2].pk]},
+    )
+    assert pairs_generate(study=cast.study, strategy="all").created == 2
+    assert Pair.objects.filter(prompt=prompt).count() == 3
 
 
 def test_study_actions_set_live_pause_and_close(cast: Cast) -> None:
