@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Answer, Pair, Prompt, Study, System
@@ -364,3 +366,28 @@ def test_command_explains_bad_arguments(cast: Cast, arguments: list[str], messag
     make_prompts(cast.study, 1)
     with pytest.raises(CommandError, match=message):
         call_command("generate_pairs", *arguments)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_generations_at_once_neither_fail_nor_duplicate() -> None:
+    study = Study.objects.create(slug="busy", name="Busy")
+    make_prompts(study, 20)
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def generate() -> None:
+        try:
+            results.append(pairs_generate(study=study, strategy="all").created)
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=generate) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(results) == [0, 120]
+    assert Pair.objects.filter(study=study).count() == 120
