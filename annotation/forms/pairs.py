@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from annotation.models import Study, System
+from annotation.models import Pair, Study, System
 from annotation.selectors.pairs import system_list_for_study
 from annotation.services.pairs import GOLD_KINDS, STRATEGIES
 
@@ -17,19 +17,24 @@ class PairsGenerateForm(forms.Form):
     strategy = forms.ChoiceField(
         choices=[("", "No regular pairs (gold only)")] + [(s, s) for s in STRATEGIES],
         required=False,
+        initial="all",
         help_text="all: every pair of systems; baseline: each system against the baseline; "
         "sample: k pairs per prompt.",
     )
     baseline = forms.ModelChoiceField(
         queryset=System.objects.none(), required=False, help_text="For the baseline strategy."
     )
-    k = forms.IntegerField(min_value=1, required=False, help_text="Pairs per prompt (sample).")
+    k = forms.IntegerField(
+        label="k", min_value=1, required=False, help_text="Pairs per prompt (sample)."
+    )
     turns = forms.ChoiceField(choices=[("all", "every turn"), ("last", "last turn only")])
     seed = forms.IntegerField(initial=0, min_value=0)
     gold = forms.ChoiceField(
-        choices=[("", "No gold pairs")] + [(kind, kind) for kind in GOLD_KINDS],
+        choices=[("", "No gold pairs")]
+        + [(kind, Pair.GoldKind(kind).label) for kind in GOLD_KINDS],
         required=False,
-        label="Gold kind",
+        label="Gold pairs",
+        help_text="Added up to the study's gold share, from ranked answers (rank or upvotes).",
     )
 
     def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
