@@ -164,7 +164,7 @@ class JudgeCall(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "pair", "order"]
+        ordering = ["run_id", "pair_id", "order"]
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "pair", "order"], name="call_unique_run_pair_order"
