@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from leaderboard.stats import ratings
 from leaderboard.stats.ratings import (
     RATING_COLUMNS,
     bootstrap_battle_indices,
@@ -60,10 +61,13 @@ def test_elo_bootstrap_equals_a_plain_per_battle_loop_over_the_same_samples() ->
         assert result.loc[model, "upper"] == pytest.approx(expected.loc[0.975, model], abs=1e-9)
 
 
-def test_elo_bootstrap_consumes_its_draws_in_blocks_without_changing_them() -> None:
-    # With this many rounds the battle positions are drawn in two blocks (2**20 // 8000 = 131).
+def test_elo_bootstrap_consumes_its_draws_in_blocks_without_changing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A small block budget makes 150 battle positions arrive in 13 blocks of 12.
+    monkeypatch.setattr(ratings, "_BLOCK_CELLS", 500)
     battles = simulated_battles(2, 150, STRENGTHS)
-    rounds, seed = 8000, 5
+    rounds, seed = 40, 5
 
     result = elo_bootstrap(battles, rounds=rounds, seed=seed).set_index("model")
 
