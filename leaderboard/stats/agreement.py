@@ -67,8 +67,8 @@ def krippendorff_alpha(data: npt.ArrayLike, level: Level) -> float:
         raise ValueError("data must be a 2-D raters x units table")
     units: list[int] = []
     values: list[Any] = []
-    for _rater, unit in np.ndindex(table.shape):
-        value = table[_rater, unit]
+    for rater, unit in np.ndindex(table.shape):
+        value = table[rater, unit]
         if not _is_missing(value):
             units.append(unit)
             values.append(value)

@@ -77,6 +77,22 @@ def test_elo_bootstrap_consumes_its_draws_in_blocks_without_changing_them(
         assert result.loc[model, "rating"] == pytest.approx(median[model], abs=1e-9)
 
 
+def test_a_model_missing_from_a_bootstrap_round_is_skipped_in_that_round() -> None:
+    battles = simulated_battles(7, 60, STRENGTHS)
+    battles.loc[0] = ["rare", "llama", "model_a"]
+    rounds, seed = 200, 11
+    samples = bootstrap_battle_indices(len(battles), rounds, seed)
+    assert 20 < sum(0 not in sample for sample in samples) < rounds - 20
+
+    result = elo_bootstrap(battles, rounds=rounds, seed=seed).set_index("model")
+
+    # A round without "rare" has no rating for it (NaN), which the quantiles skip.
+    per_round = pd.DataFrame([plain_online_elo(battles, sample) for sample in samples])
+    expected = per_round["rare"].quantile([0.025, 0.5, 0.975]).to_numpy()
+    actual = result.loc["rare", ["lower", "rating", "upper"]].to_numpy(dtype=float)
+    assert actual == pytest.approx(expected, abs=1e-9)
+
+
 def test_elo_bootstrap_ranks_simulated_models_by_their_true_strength() -> None:
     battles = simulated_battles(3, 4000, STRENGTHS)
 
