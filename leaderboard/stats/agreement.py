@@ -50,7 +50,7 @@ def _is_missing(value: Any) -> bool:
         return False
 
 
-def krippendorff_alpha(data: npt.ArrayLike, level: Level) -> float:
+def krippendorff_alpha(data: npt.ArrayLike | Sequence[Sequence[Any]], level: Level) -> float:
     """Return Krippendorff's alpha for a raters x units table with missing values.
 
     Formula: ``alpha = 1 - D_o / D_e`` where ``D_o`` is the observed disagreement in the

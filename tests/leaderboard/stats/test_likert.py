@@ -23,7 +23,7 @@ def test_collapse_follows_the_design_conventions(ties: bool, expected: list[str]
 
 
 @pytest.mark.parametrize("bad", [[0], [9], [2.5], ["3"]])
-def test_scores_outside_whole_numbers_one_to_eight_are_rejected(bad: list[object]) -> None:
+def test_scores_outside_whole_numbers_one_to_eight_are_rejected(bad: list[float | str]) -> None:
     with pytest.raises(ValueError):
         collapse(bad)
 
