@@ -181,7 +181,8 @@ def _elo_compiled(
     base: float,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """Same contract as :func:`_elo_lockstep`, with the per-battle loop compiled by numba."""
-    assert _elo_rounds_compiled is not None
+    if _elo_rounds_compiled is None:
+        raise RuntimeError("the numba engine needs numba installed")
     m = len(enc.models)
     v = np.zeros((rounds, m))
     played = np.zeros((rounds, m), dtype=bool)
