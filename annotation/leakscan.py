@@ -118,7 +118,12 @@ _AFTER_SELF_NAME = (
 
 def _alternation(names: Iterable[str]) -> str:
     # Longest first, so that "GPT-4o" wins over "GPT-4" and "Google DeepMind" over "Google".
-    return "(?:" + "|".join(sorted(set(names), key=len, reverse=True)) + ")"
+    return "(?:" + "|".join(sorted(set(names), key=_shown_length, reverse=True)) + ")"
+
+
+def _shown_length(name: str) -> int:
+    """The length of the text a name pattern matches, roughly: without its case-scope wrapper."""
+    return len(name.replace("(?-i:", "").replace(")", "").replace("\\", ""))
 
 
 @lru_cache(maxsize=64)

@@ -66,8 +66,12 @@ class ImportProblem:
         return self.format()
 
     def format(self, path: str = "") -> str:
-        """Render as `path:line: field: message`, leaving out the parts that are unknown."""
-        where = ":".join(part for part in (path, str(self.line or "")) if part)
+        """Render as `path:line: field: message` (`line N: ...` without a path), leaving out the
+        parts that are unknown."""
+        if path:
+            where = f"{path}:{self.line}" if self.line else path
+        else:
+            where = f"line {self.line}" if self.line else ""
         parts = [part for part in (where, self.field, self.message) if part]
         return ": ".join(parts)
 
