@@ -41,7 +41,8 @@ _SYSTEM_NAME_MAX = System._meta.get_field("name").max_length or 200
 _SYSTEM_VERSION_MAX = System._meta.get_field("version").max_length or 100
 
 ImportProgress = Callable[[str, int, int], None]
-"""Called as progress(phase, bytes_done, bytes_total); phase is "validate" or "write"."""
+"""Called as progress(phase, bytes_done, bytes_total); phase is "validate", then "write" (or
+"compare" in a dry run)."""
 
 
 class BinaryReadable(Protocol):
@@ -971,7 +972,9 @@ def study_import(
         )
         rows: list[_PromptRow] = []
         with _opened(path_or_file) as handle:
-            for record in _records(handle, fmt, problems, reporter("write")):
+            for record in _records(
+                handle, fmt, problems, reporter("write" if write else "compare")
+            ):
                 if isinstance(record, _PromptRow):
                     rows.append(record)
                 if len(rows) >= BATCH_SIZE:

@@ -384,7 +384,15 @@ BAD_FILES: list[tuple[str, bytes, int | None, str, str]] = [
         "",
         "not UTF-8: byte 0xe9 at byte offset",
     ),
+    (
+        "latin1.csv",
+        b'prompt_id,turn_1,system,answer\np1,"two\nlines",atlas-large,ok\np2,caf\xe9?,atlas-large,a\n',
+        4,
+        "",
+        "not UTF-8: byte 0xe9 at byte offset 67",
+    ),
     ("empty.jsonl", b"\n\n", None, "", "the file holds no prompts"),
+    ("empty.csv", b"", None, "", "the file holds no prompts"),
     ("only-systems.jsonl", _jsonl(ATLAS), None, "", "the file holds no prompts"),
     ("study.txt", _jsonl(ATLAS, prompt("p1")), None, "", "unsupported file type '.txt'"),
     (
@@ -540,6 +548,22 @@ def test_a_changed_answer_is_scanned_again_and_loses_its_clearance(
     answer_row = Answer.objects.get()
     assert (answer_row.leak_matches, answer_row.leak_cleared_at) == (["I'm Gemini"], None)
     assert not answer_row.usable_in_pairs
+
+
+def test_progress_is_reported_in_bytes_for_each_pass(cast: Cast, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "s.jsonl", *good_records())
+    size = path.stat().st_size
+    calls: list[tuple[str, int, int]] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        calls.append((phase, done, total))
+
+    study_import(study=cast.study, path_or_file=path, dry_run=True, progress=progress)
+    study_import(study=cast.study, path_or_file=path, progress=progress)
+
+    finished = [call for call in calls if call[1] == size]
+    assert [phase for phase, _, _ in finished] == ["validate", "compare", "validate", "write"]
+    assert all(total == size and 0 <= done <= size for _, done, total in calls)
 
 
 def test_an_upload_like_file_object_is_read_from_its_name_and_content(cast: Cast) -> None:

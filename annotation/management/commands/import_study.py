@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from annotation.models import Study
 from annotation.services.importing import (
+    ImportProgress,
     ImportResult,
     StudyImportError,
     study_draft_get_or_create,
@@ -69,7 +70,7 @@ class Command(BaseCommand):
         self.stdout.write(self._summary(result))
 
     def _import(
-        self, path: Path, slug: str, options: dict[str, Any], progress: Any
+        self, path: Path, slug: str, options: dict[str, Any], progress: ImportProgress
     ) -> ImportResult:
         with transaction.atomic():
             if options["create_study"]:
