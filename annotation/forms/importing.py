@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
-from annotation.services.importing import FORMATS
+from annotation.importformat import FORMATS
 
 
 class StudyImportForm(forms.Form):

@@ -1,7 +1,7 @@
 """Import a study's systems, prompts and answers from a JSONL or CSV file.
 
-The file format is described in docs/import-format.md. An import reads the file twice, as a
-stream, never holding the whole file in memory:
+The file format is described in docs/import-format.md and parsed by annotation.importformat. An
+import reads the file twice, as a stream, never holding the whole file in memory:
 
 1. *validate*: parse every record and collect problems (line, field, message); read-only.
 2. *write*: inside ONE `transaction.atomic()`, with the study row locked, read the file again and
@@ -13,89 +13,36 @@ A dry run does both passes but never writes, so it reports exactly what the impo
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
+from annotation.importformat import (
+    AnswerRow,
+    ImportProblem,
+    Problems,
+    PromptRow,
+    Source,
+    StudyImportError,
+    SystemRow,
+    import_format_for,
+    opened,
+    records,
+    source_name,
+    source_size,
+)
 from annotation.leakscan import scan_answer
 from annotation.models import Answer, Pair, Prompt, Study, System
 
-MAX_REPORTED_PROBLEMS = 20
-BATCH_SIZE = 500
-FORMATS: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
-# Report progress at most this often (in bytes), so a progress bar costs nothing.
-PROGRESS_STEP = 1 << 20
+__all__ = ["ImportProblem", "ImportResult", "StudyImportError", "study_import"]
 
-_EXTERNAL_ID_MAX = Prompt._meta.get_field("external_id").max_length or 200
-_CATEGORY_MAX = Prompt._meta.get_field("category").max_length or 100
-_SYSTEM_NAME_MAX = System._meta.get_field("name").max_length or 200
-_SYSTEM_VERSION_MAX = System._meta.get_field("version").max_length or 100
+BATCH_SIZE = 500
 
 ImportProgress = Callable[[str, int, int], None]
 """Called as progress(phase, bytes_done, bytes_total); phase is "validate", then "write" (or
 "compare" in a dry run)."""
-
-
-class BinaryReadable(Protocol):
-    """A file opened for binary reading that can be rewound (a Django upload qualifies)."""
-
-    def readline(self, size: int = -1, /) -> bytes: ...
-
-    def seek(self, offset: int, whence: int = 0, /) -> int: ...
-
-    def tell(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class ImportProblem:
-    """One thing wrong with the file: where (line, field) and what."""
-
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.format()
-
-    def format(self, path: str = "") -> str:
-        """Render as `path:line: field: message` (`line N: ...` without a path), leaving out the
-        parts that are unknown."""
-        if path:
-            where = f"{path}:{self.line}" if self.line else path
-        else:
-            where = f"line {self.line}" if self.line else ""
-        parts = [part for part in (where, self.field, self.message) if part]
-        return ": ".join(parts)
-
-
-class StudyImportError(Exception):
-    """The file cannot be imported; nothing was written. Holds the first problems and a count."""
-
-    def __init__(self, problems: Sequence[ImportProblem], total: int | None = None) -> None:
-        self.problems: list[ImportProblem] = list(problems)[:MAX_REPORTED_PROBLEMS]
-        self.total: int = max(total if total is not None else len(problems), len(self.problems))
-        super().__init__("\n".join(self.lines()))
-
-    @property
-    def more(self) -> int:
-        """How many problems were found beyond those kept."""
-        return self.total - len(self.problems)
-
-    def lines(self, path: str = "") -> list[str]:
-        """One line per kept problem, then "and N more problems" when some were left out."""
-        rendered = [problem.format(path) for problem in self.problems]
-        if self.more:
-            rendered.append(f"and {self.more} more problem{'s' if self.more != 1 else ''}")
-        return rendered
 
 
 @dataclass(frozen=True)
@@ -129,561 +76,11 @@ class _Counts:
     answers_flagged: int = 0
 
 
-@dataclass(frozen=True)
-class _SystemRow:
-    line: int
-    name: str
-    version: str
-    decoding: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class _AnswerRow:
-    line: int
-    field: str  # where the answer's fields live: "answers[2]" in JSONL, "" in CSV
-    system: str
-    version: str
-    turns: list[str]
-    rank: int | None
-    upvotes: int | None
-
-    def at(self, name: str) -> str:
-        return f"{self.field}.{name}" if self.field else name
-
-    def where(self, name: str, other: _AnswerRow) -> str:
-        """Point at this answer's field from another answer of the same prompt."""
-        return self.at(name) if self.line == other.line else f"at line {self.line}"
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.system, self.version)
-
-
-@dataclass
-class _PromptRow:
-    line: int
-    external_id: str
-    category: str
-    turns: list[str]
-    answers: list[_AnswerRow] = field(default_factory=list)
-
-
-class _Problems:
-    """Collects problems, keeping the first few and counting the rest."""
-
-    def __init__(self) -> None:
-        self.kept: list[ImportProblem] = []
-        self.total = 0
-
-    def add(self, line: int | None, field: str, message: str) -> None:
-        self.total += 1
-        if len(self.kept) < MAX_REPORTED_PROBLEMS:
-            self.kept.append(ImportProblem(line=line, field=field, message=message))
-
-    def __bool__(self) -> bool:
-        return self.total > 0
-
-    def raise_if_any(self) -> None:
-        if self.total:
-            ordered = sorted(self.kept, key=lambda problem: problem.line or 0)
-            raise StudyImportError(ordered, self.total)
-
-
-Source = str | os.PathLike[str] | BinaryReadable
-
-
-def import_format_for(name: str, fmt: str | None = None) -> str:
-    """Return "jsonl" or "csv" for an explicit format or a file name; raise for anything else."""
-    if fmt is not None:
-        if fmt not in set(FORMATS.values()):
-            raise StudyImportError([ImportProblem(None, "", f"unsupported format '{fmt}'")])
-        return fmt
-    suffix = Path(name).suffix.lower()
-    if suffix not in FORMATS:
-        shown = f"'{suffix}'" if suffix else "without an extension"
-        raise StudyImportError(
-            [ImportProblem(None, "", f"unsupported file type {shown}; use .jsonl, .ndjson or .csv")]
-        )
-    return FORMATS[suffix]
-
-
-def _source_name(source: Source) -> str:
-    if isinstance(source, str | os.PathLike):
-        return os.fspath(source)
-    return str(getattr(source, "name", "") or "")
-
-
-@contextmanager
-def _opened(source: Source) -> Iterator[BinaryReadable]:
-    if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as handle:
-            yield handle
-    else:
-        source.seek(0)
-        yield source
-
-
-def _size(source: Source) -> int:
-    if isinstance(source, str | os.PathLike):
-        return os.path.getsize(source)
-    source.seek(0, os.SEEK_END)
-    size = source.tell()
-    source.seek(0)
-    return size
-
-
-class _EncodingError(Exception):
-    pass
-
-
-def _decoded_lines(
-    handle: BinaryReadable,
-    problems: _Problems,
-    report: Callable[[int], None],
-) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) for each physical line; stop at the first byte that is not
-    UTF-8, after recording where it is."""
-    offset = 0
-    reported = 0
-    for number, raw in enumerate(iter(handle.readline, b""), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.add(
-                number,
-                "",
-                f"the file is not UTF-8: byte 0x{raw[exc.start]:02x} at byte offset "
-                f"{offset + exc.start} cannot be decoded; save the file as UTF-8",
-            )
-            raise _EncodingError from exc
-        if number == 1 and text.startswith("\ufeff"):
-            text = text[1:]
-        offset += len(raw)
-        if offset - reported >= PROGRESS_STEP:
-            report(offset)
-            reported = offset
-        yield number, text
-    report(offset)
-
-
-_JSON_TYPES: dict[type, str] = {
-    dict: "an object",
-    list: "a list",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "true or false",
-    type(None): "null",
-}
-
-
-def _json_type(value: object) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-class _Fields:
-    """Typed access to one JSON object's fields, recording a problem for each bad one."""
-
-    def __init__(self, obj: dict[str, Any], line: int, prefix: str, problems: _Problems) -> None:
-        self.obj = obj
-        self.line = line
-        self.prefix = prefix
-        self.problems = problems
-        self.ok = True
-
-    def name(self, key: str) -> str:
-        return f"{self.prefix}.{key}" if self.prefix else key
-
-    def fail(self, key: str, message: str) -> None:
-        self.ok = False
-        self.problems.add(self.line, self.name(key), message)
-
-    def string(
-        self,
-        key: str,
-        *,
-        required: bool,
-        max_length: int | None = None,
-        allow_int: bool = False,
-        allow_empty: bool = True,
-    ) -> str:
-        if key not in self.obj:
-            if required:
-                self.fail(key, "missing")
-            return ""
-        value = self.obj[key]
-        if allow_int and isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)
-        if not isinstance(value, str):
-            self.fail(key, f"expected a string, got {_json_type(value)}")
-            return ""
-        if not allow_empty and not value.strip():
-            self.fail(key, "must not be empty")
-        if max_length is not None and len(value) > max_length:
-            self.fail(key, f"longer than {max_length} characters")
-        return value
-
-    def integer(self, key: str, *, minimum: int | None = None) -> int | None:
-        value = self.obj.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.fail(key, f"expected a whole number, got {_json_type(value)}")
-            return None
-        if minimum is not None and value < minimum:
-            self.fail(key, f"must be at least {minimum}, got {value}")
-            return None
-        return value
-
-    def string_list(self, key: str, *, allow_empty_items: bool) -> list[str]:
-        if key not in self.obj:
-            self.fail(key, "missing")
-            return []
-        value = self.obj[key]
-        if not isinstance(value, list):
-            self.fail(key, f"expected a list of strings, got {_json_type(value)}")
-            return []
-        if not value:
-            self.fail(key, "must hold at least one turn")
-            return []
-        for index, item in enumerate(value):
-            if not isinstance(item, str):
-                self.fail(f"{key}[{index}]", f"expected a string, got {_json_type(item)}")
-            elif not allow_empty_items and not item.strip():
-                self.fail(f"{key}[{index}]", "must not be empty")
-        return value
-
-    def mapping(self, key: str) -> dict[str, Any]:
-        value = self.obj.get(key, {})
-        if not isinstance(value, dict):
-            self.fail(key, f"expected an object, got {_json_type(value)}")
-            return {}
-        return value
-
-
-def _check_answers(prompt: _PromptRow, problems: _Problems) -> None:
-    """Within one prompt: one answer per system, distinct ranks."""
-    systems: dict[tuple[str, str], _AnswerRow] = {}
-    ranks: dict[int, _AnswerRow] = {}
-    for answer in prompt.answers:
-        earlier = systems.setdefault(answer.key, answer)
-        if earlier is not answer:
-            problems.add(
-                answer.line,
-                answer.at("system"),
-                f"system '{answer.system}' version '{answer.version}' answers prompt "
-                f"{prompt.external_id} twice (also {earlier.where('system', answer)})",
-            )
-        if answer.rank is not None:
-            earlier = ranks.setdefault(answer.rank, answer)
-            if earlier is not answer:
-                problems.add(
-                    answer.line,
-                    answer.at("rank"),
-                    f"rank {answer.rank} given twice in prompt {prompt.external_id} "
-                    f"(also {earlier.where('rank', answer)})",
-                )
-
-
-def _jsonl_records(
-    lines: Iterator[tuple[int, str]], problems: _Problems
-) -> Iterator[_SystemRow | _PromptRow]:
-    for number, text in lines:
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text.rstrip("\r\n"))
-        except json.JSONDecodeError as exc:
-            problems.add(number, "", f"invalid JSON: {exc.msg} (column {exc.colno})")
-            continue
-        if not isinstance(obj, dict):
-            problems.add(number, "", f"expected a JSON object, got {_json_type(obj)}")
-            continue
-        record = _Fields(obj, number, "", problems)
-        kind = obj.get("type", "prompt")
-        if kind == "system":
-            name = record.string("name", required=True, max_length=_SYSTEM_NAME_MAX)
-            version = record.string("version", required=False, max_length=_SYSTEM_VERSION_MAX)
-            decoding = record.mapping("decoding")
-            if name and not name.strip():
-                record.fail("name", "must not be empty")
-            if record.ok:
-                yield _SystemRow(number, name, version, decoding)
-            continue
-        if kind != "prompt":
-            record.fail("type", f"expected 'prompt' or 'system', got {json.dumps(kind)}")
-            continue
-        prompt = _jsonl_prompt(record)
-        if prompt is not None:
-            yield prompt
-
-
-def _jsonl_prompt(record: _Fields) -> _PromptRow | None:
-    number, problems = record.line, record.problems
-    external_id = record.string(
-        "id", required=True, max_length=_EXTERNAL_ID_MAX, allow_int=True, allow_empty=False
-    )
-    category = record.string("category", required=False, max_length=_CATEGORY_MAX)
-    turns = record.string_list("turns", allow_empty_items=False)
-    raw_answers = record.obj.get("answers", [])
-    if not isinstance(raw_answers, list):
-        record.fail("answers", f"expected a list of answers, got {_json_type(raw_answers)}")
-        raw_answers = []
-    prompt = _PromptRow(number, external_id, category, turns)
-    for index, raw in enumerate(raw_answers):
-        prefix = f"answers[{index}]"
-        if not isinstance(raw, dict):
-            record.fail(prefix, f"expected an object, got {_json_type(raw)}")
-            continue
-        item = _Fields(raw, number, prefix, problems)
-        system = item.string("system", required=True, max_length=_SYSTEM_NAME_MAX)
-        if "system" in raw and isinstance(raw["system"], str) and not system.strip():
-            item.fail("system", "must not be empty")
-        version = item.string("version", required=False, max_length=_SYSTEM_VERSION_MAX)
-        answer_turns = _jsonl_answer_turns(item, len(turns))
-        rank = item.integer("rank", minimum=1)
-        upvotes = item.integer("upvotes")
-        if item.ok:
-            prompt.answers.append(
-                _AnswerRow(number, prefix, system, version, answer_turns, rank, upvotes)
-            )
-        else:
-            record.ok = False
-    if not record.ok:
-        return None
-    _check_answers(prompt, problems)
-    return prompt
-
-
-def _jsonl_answer_turns(item: _Fields, prompt_turns: int) -> list[str]:
-    has_text, has_turns = "text" in item.obj, "turns" in item.obj
-    if has_text and has_turns:
-        item.fail("text", "give either text or turns, not both")
-        return []
-    if not has_text and not has_turns:
-        item.fail("text", "missing (give text, or turns for a multi-turn prompt)")
-        return []
-    if has_text:
-        text = item.string("text", required=True)
-        if prompt_turns > 1:
-            item.fail(
-                "text",
-                f"the prompt has {prompt_turns} turns; give turns, a list of {prompt_turns} texts",
-            )
-        return [text]
-    value = item.obj["turns"]
-    if not isinstance(value, list) or not all(isinstance(turn, str) for turn in value):
-        item.fail("turns", f"expected a list of strings, got {_json_type(value)}")
-        return []
-    if prompt_turns and len(value) != prompt_turns:
-        item.fail(
-            "turns", f"has {len(value)} turn(s) but the prompt has {prompt_turns}; give one each"
-        )
-    return value
-
-
-_TURN_COLUMN = re.compile(r"^turn_(\d+)$")
-_ANSWER_COLUMN = re.compile(r"^answer_(\d+)$")
-
-
-def _numbered(header: list[str], pattern: re.Pattern[str]) -> list[int]:
-    numbers = sorted(int(m.group(1)) for name in header if (m := pattern.match(name)))
-    return numbers
-
-
-def _csv_records(lines: Iterator[tuple[int, str]], problems: _Problems) -> Iterator[_PromptRow]:
-    line_numbers: list[int] = [0]
-
-    def texts() -> Iterator[str]:
-        for number, text in lines:
-            line_numbers[0] = number
-            yield text
-
-    reader = csv.reader(texts())
-    try:
-        header = [name.strip() for name in next(reader)]
-    except StopIteration:
-        return
-    columns = _csv_columns(header, problems)
-    if columns is None:
-        return
-    turn_count, answer_columns = columns
-    index = {name: position for position, name in enumerate(header)}
-    current: _PromptRow | None = None
-    current_fields: dict[str, str] = {}
-    last_end = line_numbers[0]
-    for row in reader:
-        start, last_end = last_end + 1, line_numbers[0]
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            problems.add(start, "", f"has {len(row)} fields but the header has {len(header)}")
-            continue
-        values = {name: row[position] for name, position in index.items()}
-        prompt_fields = {"category": values.get("category", "")} | {
-            f"turn_{n}": values[f"turn_{n}"] for n in range(1, turn_count + 1)
-        }
-        external_id = values["prompt_id"].strip()
-        if current is not None and external_id == current.external_id:
-            for name, value in prompt_fields.items():
-                if value != current_fields[name]:
-                    problems.add(
-                        start,
-                        name,
-                        f"differs from line {current.line} for prompt {external_id}; "
-                        "repeat the prompt's fields identically on each of its rows",
-                    )
-                    break
-        else:
-            if current is not None:
-                _check_answers(current, problems)
-                yield current
-            current = _csv_prompt(start, external_id, prompt_fields, turn_count, problems)
-            current_fields = prompt_fields
-            if current is None:
-                continue
-        answer = _csv_answer(start, values, len(current.turns), answer_columns, problems)
-        if answer is not None:
-            current.answers.append(answer)
-    if current is not None:
-        _check_answers(current, problems)
-        yield current
-
-
-def _csv_columns(header: list[str], problems: _Problems) -> tuple[int, list[str]] | None:
-    """Check the header; return the number of turn columns and the answer columns."""
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates:
-        problems.add(1, "header", f"repeated column(s): {', '.join(duplicates)}")
-        return None
-    turns = _numbered(header, _TURN_COLUMN)
-    answers = _numbered(header, _ANSWER_COLUMN)
-    missing = [name for name in ("prompt_id", "turn_1", "system") if name not in header]
-    if "answer" not in header and not answers:
-        missing.append("answer (or answer_1, answer_2, ...)")
-    if missing:
-        problems.add(1, "header", f"missing column(s): {', '.join(missing)}")
-        return None
-    if "answer" in header and answers:
-        problems.add(1, "header", "give either an answer column or answer_1, answer_2, ...")
-        return None
-    for numbers, stem in ((turns, "turn"), (answers, "answer")):
-        if numbers and numbers != list(range(1, len(numbers) + 1)):
-            problems.add(
-                1, "header", f"{stem}_N columns must run 1, 2, 3, ... without gaps: {numbers}"
-            )
-            return None
-    answer_columns = ["answer"] if "answer" in header else [f"answer_{n}" for n in answers]
-    return len(turns), answer_columns
-
-
-def _csv_prompt(
-    line: int,
-    external_id: str,
-    prompt_fields: dict[str, str],
-    turn_count: int,
-    problems: _Problems,
-) -> _PromptRow | None:
-    ok = True
-    if not external_id:
-        problems.add(line, "prompt_id", "missing")
-        ok = False
-    elif len(external_id) > _EXTERNAL_ID_MAX:
-        problems.add(line, "prompt_id", f"longer than {_EXTERNAL_ID_MAX} characters")
-        ok = False
-    category = prompt_fields["category"].strip()
-    if len(category) > _CATEGORY_MAX:
-        problems.add(line, "category", f"longer than {_CATEGORY_MAX} characters")
-        ok = False
-    turns = [prompt_fields[f"turn_{n}"] for n in range(1, turn_count + 1)]
-    while turns and not turns[-1].strip():
-        turns.pop()
-    if not turns:
-        problems.add(line, "turn_1", "missing")
-        ok = False
-    for number, turn in enumerate(turns, start=1):
-        if not turn.strip():
-            problems.add(line, f"turn_{number}", "empty while a later turn is given")
-            ok = False
-    return _PromptRow(line, external_id, category, turns) if ok else None
-
-
-def _csv_answer(
-    line: int,
-    values: dict[str, str],
-    prompt_turns: int,
-    answer_columns: list[str],
-    problems: _Problems,
-) -> _AnswerRow | None:
-    before = problems.total
-    system = values["system"].strip()
-    version = values.get("system_version", "").strip()
-    if not system:
-        problems.add(line, "system", "missing")
-    elif len(system) > _SYSTEM_NAME_MAX:
-        problems.add(line, "system", f"longer than {_SYSTEM_NAME_MAX} characters")
-    if len(version) > _SYSTEM_VERSION_MAX:
-        problems.add(line, "system_version", f"longer than {_SYSTEM_VERSION_MAX} characters")
-    if answer_columns == ["answer"]:
-        turns = [values["answer"]]
-        if prompt_turns > 1:
-            problems.add(
-                line,
-                "answer",
-                f"the prompt has {prompt_turns} turns; use columns answer_1 ... "
-                f"answer_{prompt_turns}",
-            )
-    else:
-        turns = [values[name] for name in answer_columns[:prompt_turns]]
-        if len(answer_columns) < prompt_turns:
-            problems.add(
-                line,
-                f"answer_{len(answer_columns) + 1}",
-                f"the prompt has {prompt_turns} turns but the file has "
-                f"{len(answer_columns)} answer column(s)",
-            )
-        for name in answer_columns[prompt_turns:]:
-            if values[name].strip():
-                problems.add(line, name, f"given, but the prompt has only {prompt_turns} turn(s)")
-    numbers: dict[str, int | None] = {}
-    for name, minimum in (("rank", 1), ("upvotes", None)):
-        raw = values.get(name, "").strip()
-        numbers[name] = None
-        if not raw:
-            continue
-        try:
-            numbers[name] = int(raw)
-        except ValueError:
-            problems.add(line, name, f"expected a whole number, got '{raw}'")
-            continue
-        if minimum is not None and numbers[name] < minimum:  # type: ignore[operator]
-            problems.add(line, name, f"must be at least {minimum}, got {raw}")
-    if problems.total > before:
-        return None
-    return _AnswerRow(line, "", system, version, turns, numbers["rank"], numbers["upvotes"])
-
-
-def _records(
-    handle: BinaryReadable,
-    fmt: str,
-    problems: _Problems,
-    report: Callable[[int], None],
-) -> Iterator[_SystemRow | _PromptRow]:
-    lines = _decoded_lines(handle, problems, report)
-    try:
-        if fmt == "csv":
-            yield from _csv_records(lines, problems)
-        else:
-            yield from _jsonl_records(lines, problems)
-    except _EncodingError:
-        return
-
-
 @dataclass
 class _Plan:
     """What the validation pass learned: the systems the file declares and uses."""
 
-    declared: dict[tuple[str, str], _SystemRow] = field(default_factory=dict)
+    declared: dict[tuple[str, str], SystemRow] = field(default_factory=dict)
     used: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     prompts: int = 0
 
@@ -696,12 +93,12 @@ def _validate(
     add_systems: bool,
     report: Callable[[int], None],
 ) -> _Plan:
-    problems = _Problems()
+    problems = Problems()
     plan = _Plan()
     first_line: dict[str, int] = {}
-    with _opened(source) as handle:
-        for record in _records(handle, fmt, problems, report):
-            if isinstance(record, _SystemRow):
+    with opened(source) as handle:
+        for record in records(handle, fmt, problems, report):
+            if isinstance(record, SystemRow):
                 key = (record.name, record.version)
                 earlier = plan.declared.get(key)
                 if earlier is not None and earlier.decoding != record.decoding:
@@ -779,7 +176,7 @@ class _Batch:
         systems: dict[tuple[str, str], System],
         system_names: tuple[str, ...],
         counts: _Counts,
-        problems: _Problems,
+        problems: Problems,
     ) -> None:
         self.study = study
         self.systems = systems
@@ -794,7 +191,7 @@ class _Batch:
             self.counts.answers_flagged += 1
         return answer
 
-    def apply(self, rows: list[_PromptRow], *, write: bool) -> None:
+    def apply(self, rows: list[PromptRow], *, write: bool) -> None:
         existing = {
             prompt.external_id: prompt
             for prompt in Prompt.objects.filter(
@@ -848,7 +245,7 @@ class _Batch:
                 ],
             )
 
-    def _new_answer(self, prompt: Prompt, row: _AnswerRow) -> Answer:
+    def _new_answer(self, prompt: Prompt, row: AnswerRow) -> Answer:
         self.counts.answers_created += 1
         return Answer(
             prompt=prompt,
@@ -860,7 +257,7 @@ class _Batch:
 
     def _compare(
         self,
-        row: _PromptRow,
+        row: PromptRow,
         prompt: Prompt,
         stored: dict[int, Answer],
         new_answers: list[Answer],
@@ -939,8 +336,8 @@ def study_import(
     Takes the study row's lock (SELECT ... FOR UPDATE) for the write, so imports into one study
     run one at a time.
     """
-    fmt = import_format_for(_source_name(path_or_file), fmt)
-    total = _size(path_or_file)
+    fmt = import_format_for(source_name(path_or_file), fmt)
+    total = source_size(path_or_file)
 
     def reporter(phase: str) -> Callable[[int], None]:
         def report(done: int) -> None:
@@ -957,7 +354,7 @@ def study_import(
         report=reporter("validate"),
     )
     counts = _Counts()
-    problems = _Problems()
+    problems = Problems()
     write = not dry_run
     with transaction.atomic():
         if write:
@@ -970,12 +367,10 @@ def study_import(
             counts=counts,
             problems=problems,
         )
-        rows: list[_PromptRow] = []
-        with _opened(path_or_file) as handle:
-            for record in _records(
-                handle, fmt, problems, reporter("write" if write else "compare")
-            ):
-                if isinstance(record, _PromptRow):
+        rows: list[PromptRow] = []
+        with opened(path_or_file) as handle:
+            for record in records(handle, fmt, problems, reporter("write" if write else "compare")):
+                if isinstance(record, PromptRow):
                     rows.append(record)
                 if len(rows) >= BATCH_SIZE:
                     batch.apply(rows, write=write)

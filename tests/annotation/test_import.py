@@ -13,12 +13,15 @@ from django.apps import apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotation.models import Answer, Pair, Prompt, Study, System
-from annotation.services.importing import (
+from annotation.importformat import (
+    CATEGORY_MAX,
+    EXTERNAL_ID_MAX,
     MAX_REPORTED_PROBLEMS,
-    StudyImportError,
-    study_import,
+    SYSTEM_NAME_MAX,
+    SYSTEM_VERSION_MAX,
 )
+from annotation.models import Answer, Pair, Prompt, Study, System
+from annotation.services.importing import StudyImportError, study_import
 from tests.conftest import Cast
 
 ATLAS = {"type": "system", "name": "atlas-large", "version": "2026-03", "decoding": {"t": 0.7}}
@@ -564,6 +567,27 @@ def test_progress_is_reported_in_bytes_for_each_pass(cast: Cast, tmp_path: Path)
     finished = [call for call in calls if call[1] == size]
     assert [phase for phase, _, _ in finished] == ["validate", "compare", "validate", "write"]
     assert all(total == size and 0 <= done <= size for _, done, total in calls)
+
+
+def test_the_parser_length_limits_match_the_model_fields() -> None:
+    limits = {
+        (Prompt, "external_id"): EXTERNAL_ID_MAX,
+        (Prompt, "category"): CATEGORY_MAX,
+        (System, "name"): SYSTEM_NAME_MAX,
+        (System, "version"): SYSTEM_VERSION_MAX,
+    }
+    for (model, name), limit in limits.items():
+        field = model._meta.get_field(name)
+        assert getattr(field, "max_length", None) == limit, name
+
+
+def test_an_overlong_prompt_id_is_a_problem_not_a_database_error(
+    cast: Cast, tmp_path: Path
+) -> None:
+    path = write_jsonl(tmp_path / "s.jsonl", ATLAS, prompt("x" * 201, answer(text="a")))
+
+    with pytest.raises(StudyImportError, match="line 2: id: longer than 200 characters"):
+        study_import(study=cast.study, path_or_file=path)
 
 
 def test_an_upload_like_file_object_is_read_from_its_name_and_content(cast: Cast) -> None:
