@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import resource
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 from django.apps import apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
 from annotation.importformat import (
     CATEGORY_MAX,
@@ -668,6 +672,36 @@ class TestCommand:
         out, _ = self.run("--study", "main-study", "--add-systems", str(path))
 
         assert "systems: 2 were created" in out
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_command_line_shows_progress_and_exits_non_zero_on_a_bad_file(
+    cast: Cast, tmp_path: Path
+) -> None:
+    good = write_jsonl(tmp_path / "good.jsonl", *good_records())
+    bad = write_jsonl(tmp_path / "bad.jsonl", prompt("p1", answer("ghost", "", text="Hi")))
+    settings_dict = connection.settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        # The committed test database, so that the child process sees the cast.
+        "DATABASE_URL": f"postgres://{settings_dict['USER']}:{settings_dict['PASSWORD'] or ''}"
+        f"@{settings_dict['HOST']}:{settings_dict['PORT'] or 5432}/{settings_dict['NAME']}",
+    }
+
+    def run(path: Path) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "manage.py", "import_study", "--study", "main-study", str(path)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    imported, refused = run(good), run(bad)
+
+    assert imported.returncode == 0, imported.stderr
+    assert "prompts: 3 were created" in imported.stdout
+    assert "validate: 100%" in imported.stderr and "write: 100%" in imported.stderr
+    assert refused.returncode != 0
+    assert f"{bad}:1: answers[0].system: unknown system 'ghost'" in refused.stderr
+    assert Prompt.objects.filter(study=cast.study).count() == 3
 
 
 def _write_big_file(path: Path, prompts: int, bad_line: int | None = None) -> int:
