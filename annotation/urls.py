@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import pairs, studies
+from annotation.views import importing, pairs, studies
 
 app_name = "annotation"
 
@@ -10,4 +10,11 @@ urlpatterns = [
     path("", studies.StudyListView.as_view(), name="study_list"),
     path("<slug:slug>/", studies.StudyDetailView.as_view(), name="study_detail"),
     path("<slug:slug>/pairs/", pairs.StudyPairsView.as_view(), name="study_pairs"),
+    path("<slug:slug>/import/", importing.StudyImportView.as_view(), name="study_import"),
+    path("<slug:slug>/flagged/", importing.FlaggedAnswerListView.as_view(), name="flagged_answers"),
+    path(
+        "<slug:slug>/flagged/<int:answer_id>/clear/",
+        importing.FlaggedAnswerClearView.as_view(),
+        name="flagged_answer_clear",
+    ),
 ]
