@@ -182,7 +182,9 @@ class JudgeCall(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "pair", "order"]
+        # By column, not by relation: following Pair's own ordering through both answers makes
+        # Django report an ordering loop.
+        ordering = ["run_id", "pair_id", "order"]
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "pair", "order"], name="call_unique_run_pair_order"
