@@ -13,7 +13,8 @@ from decimal import Decimal
 
 import pytest
 
-from judges.models import JudgeCall, JudgeRun
+from judges.models import Judge, JudgeCall, JudgeRun
+from judges.services.judges import judge_create
 from judges.services.runs import judge_calls_reconcile, judge_run_start
 from tests.judges.conftest import make_llm_judge, make_marked_pairs, pair_key
 from tests.judges.fake_openai import Fault
@@ -190,3 +191,66 @@ def test_the_rate_limit_holds_across_two_worker_processes(cast, fake, api_key, w
     most = max(sum(1 for t in times if start <= t < start + window - slack) for start in times)
     assert most <= limit
     assert "succeeded" in first.text() and "succeeded" in second.text()
+
+
+def test_the_command_starts_a_baseline_run_and_waits_with_a_progress_bar(cast, workers):
+    make_marked_pairs(cast.study, 3)
+    judge_create(name="coin", kind=Judge.Kind.RANDOM)
+    workers("w1")
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "judge_run",
+            "--study",
+            cast.study.slug,
+            "--judge",
+            "coin",
+            "--user",
+            cast.researcher.username,
+            "--seed",
+            "4",
+            "--wait",
+            "--poll",
+            "0.2",
+        ],
+        cwd=ROOT,
+        env=process_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    run = JudgeRun.objects.get(judge__name="coin")
+    assert f"run {run.pk} done: 6 done, 0 failed" in cli.stdout
+    assert "6/6" in cli.stderr
+    assert run.seed == 4
+
+
+def test_starting_a_run_fails_loudly_when_the_broker_is_down(cast, fake, api_key):
+    make_marked_pairs(cast.study, 1)
+    judge = make_llm_judge(fake)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "judge_run",
+            "--study",
+            cast.study.slug,
+            "--judge",
+            judge.name,
+            "--user",
+            cast.researcher.username,
+        ],
+        cwd=ROOT,
+        env=process_env(broker_url="redis://127.0.0.1:1/0"),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert cli.returncode != 0
+    assert "broker at redis://127.0.0.1:1/0 does not answer" in cli.stderr
+    assert "Nothing was queued" in cli.stderr
+    assert not JudgeRun.objects.exists()
