@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def run(cast, fake, api_key):
     make_marked_pairs(cast.study, 2)
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
-    first = run.calls.order_by("pk").first()
+    first = run.calls.order_by("pk")[0]
     judge_call_execute(call_id=first.pk)
     return run
 
