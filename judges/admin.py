@@ -17,7 +17,7 @@ class JudgeAdminForm(forms.ModelForm):
     base_url = forms.URLField(
         required=False,
         assume_scheme="https",
-        help_text="OpenAI-compatible API base URL; its host must be in CONCORD_JUDGE_HOST_ALLOWLIST.",
+        help_text="OpenAI-compatible API base URL; its host must be on the allow-list.",
     )
     start_from = forms.ChoiceField(
         label="Start from a shipped template",
