@@ -89,6 +89,7 @@ def worker_start(
     beat: bool = False,
     pool: str = "solo",
     concurrency: int = 1,
+    env: dict[str, str] | None = None,
 ) -> WorkerProcess:
     """Start `celery -A config worker -Q llm_judge` and wait until it says it is ready."""
     log = tmp_path / f"{name}.log"
@@ -116,7 +117,7 @@ def worker_start(
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=process_env(broker_url=broker_url),
+            env=process_env(broker_url=broker_url, **(env or {})),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
