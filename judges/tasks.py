@@ -1,7 +1,8 @@
 """Celery tasks of the judges app: doors that load ids and call one service.
 
 Every task has a stable explicit name, takes ids only, acknowledges late and is rejected (so
-redelivered) when its worker dies. Results are not stored: the call rows are the record.
+redelivered) when its worker dies. Results are not stored: the call rows are the record. They
+are routed to the llm_judge queue by CELERY_TASK_ROUTES in the settings.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from typing import Any
 
 from celery import shared_task
 
-from config.queues import Queue
 from judges.services.calls import judge_call_execute
 from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
 
@@ -18,7 +18,6 @@ TASK_OPTIONS: dict[str, Any] = {
     "acks_late": True,
     "reject_on_worker_lost": True,
     "ignore_result": True,
-    "queue": Queue.LLM_JUDGE.value,
 }
 
 
