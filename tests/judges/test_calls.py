@@ -339,3 +339,25 @@ def test_progress_counts_calls_by_status(cast, fake, api_key):
     assert (progress.total, progress.done, progress.pending, progress.parse_errors) == (4, 2, 2, 1)
     assert progress.percent == 50
     assert progress.estimated_to_finish_usd > 0
+
+
+def test_a_slow_reply_past_the_timeout_is_transient(cast, fake, api_key, settings):
+    settings.CONCORD_JUDGE_TIMEOUT_SECONDS = 0.3
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    fake.inject(Fault("slow", seconds=1.0))
+    call = call_of(run, pair)
+    outcome = judge_call_execute(call_id=call.pk)
+    call.refresh_from_db()
+    assert outcome.status == "pending" and outcome.retry_in is not None
+    assert "timeout" in call.error
+
+
+def test_a_server_that_refuses_connections_is_transient(cast, fake, api_key):
+    judge = make_llm_judge(fake)
+    fake.stop()
+    run, (pair,) = start(cast, judge)
+    call = call_of(run, pair)
+    outcome = judge_call_execute(call_id=call.pk)
+    call.refresh_from_db()
+    assert outcome.status == "pending" and call.status == JudgeCall.Status.PENDING
+    assert "connection error" in call.error
