@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
+from judges.llm.prompts import TEMPLATES, VARIABLES
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, template_hash
+from judges.services.judges import judge_readiness, judge_validate
 
 
 def annotated(obj: Any, name: str) -> int:
@@ -23,8 +26,62 @@ def annotated(obj: Any, name: str) -> int:
     return int(getattr(obj, name, 0) or 0)
 
 
+class JudgeAdminForm(forms.ModelForm):
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="OpenAI-compatible API base URL; its host must be on the allow-list.",
+    )
+    start_from = forms.ChoiceField(
+        label="Start from a shipped template",
+        required=False,
+        choices=[("", "-")] + [(name, t.title) for name, t in TEMPLATES.items()],
+        help_text="Fills the template and output format when the template is left empty.",
+    )
+
+    class Meta:
+        model = Judge
+        fields = [
+            "name",
+            "kind",
+            "model_name",
+            "model_version",
+            "base_url",
+            "api_key_env",
+            "prompt_template",
+            "output_format",
+            "params",
+            "price_input_per_mtok",
+            "price_output_per_mtok",
+            "requests_per_minute",
+            "tokens_per_minute",
+            "order_policy",
+        ]
+        help_texts = {
+            "prompt_template": "Variables: " + ", ".join("{" + name + "}" for name in VARIABLES),
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        shipped = data.get("start_from")
+        if shipped and not (data.get("prompt_template") or "").strip():
+            data["prompt_template"] = TEMPLATES[shipped].text
+            data["output_format"] = TEMPLATES[shipped].output_format
+            self.instance.prompt_template = data["prompt_template"]
+            self.instance.output_format = data["output_format"]
+        candidate = Judge(
+            **{
+                field: data.get(field, getattr(self.instance, field))
+                for field in ("kind", "base_url", "model_name", "api_key_env", "prompt_template")
+            }
+        )
+        judge_validate(judge=candidate)
+        return data
+
+
 @admin.register(Judge)
 class JudgeAdmin(admin.ModelAdmin):
+    form = JudgeAdminForm
     list_display = (
         "name",
         "kind",
@@ -32,6 +89,7 @@ class JudgeAdmin(admin.ModelAdmin):
         "model_version",
         "api_key_env",
         "key_is_set",
+        "readiness",
         "order_policy",
         "run_count",
     )
@@ -42,7 +100,18 @@ class JudgeAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "kind", "model_name", "model_version", "order_policy")}),
         ("Endpoint", {"fields": ("base_url", "api_key_env", "key_is_set")}),
-        ("Prompt", {"fields": ("prompt_template", "template_hash", "params")}),
+        (
+            "Prompt",
+            {
+                "fields": (
+                    "start_from",
+                    "prompt_template",
+                    "output_format",
+                    "template_hash",
+                    "params",
+                )
+            },
+        ),
         (
             "Price and rate limits",
             {
@@ -63,6 +132,10 @@ class JudgeAdmin(admin.ModelAdmin):
     @admin.display(description="runs", ordering="run_count")
     def run_count(self, obj: Judge) -> int:
         return annotated(obj, "run_count")
+
+    @admin.display(description="state")
+    def readiness(self, judge: Judge) -> str:
+        return judge_readiness(judge=judge) or "ready"
 
     @admin.display(description="key variable set", boolean=True)
     def key_is_set(self, obj: Judge) -> bool | None:
@@ -134,10 +207,6 @@ class JudgeRunAdmin(admin.ModelAdmin):
 @admin.register(JudgeCall)
 class JudgeCallAdmin(admin.ModelAdmin):
     """Calls are the record of what a judge was asked and said: readable, never edited."""
-
-    # JudgeCall's Meta.ordering (run, pair, order) follows Pair's own ordering into a loop that
-    # Django refuses ("Infinite loop caused by ordering"); order by ids here.
-    ordering = ("run_id", "pair_id", "order")
 
     list_display = (
         "pk",
