@@ -20,7 +20,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(DEMO) $(BIN)/python manage.py migrate --noinput
 	$(DEMO) $(BIN)/python manage.py demo_setup
-	$(DEMO) $(BIN)/python manage.py runserver 127.0.0.1:8000
+	@# The worker runs on kombu's file-system broker (no Redis) and stops with the server.
+	@scripts/demo_worker.sh > var/demo-worker.log 2>&1 & worker=$$!; \
+	  trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	  echo "Celery worker started (log: var/demo-worker.log). Ctrl-C stops both."; \
+	  $(DEMO) $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 clean-demo:
 	rm -rf var/demo.sqlite3 var/broker

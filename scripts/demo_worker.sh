@@ -4,10 +4,11 @@
 # needed. `make demo` starts it next to runserver; stop it with Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p var
+var="${CONCORD_VAR_DIR:-var}"
+mkdir -p "$var"
 export DJANGO_SETTINGS_MODULE=config.settings.demo
 exec .venv/bin/celery -A config worker \
   -Q default,llm_judge,reward_model,analysis \
   --pool=solo --loglevel=INFO \
-  --beat --schedule=var/celerybeat-schedule \
+  --beat --schedule="$var/celerybeat-schedule" \
   --without-gossip --without-mingle --without-heartbeat

@@ -46,7 +46,7 @@ class DemoSetup:
 def _login(username: str, role: Role, *, superuser: bool = False) -> DemoLogin:
     """Create the user once with a random password; later runs keep it (it is printed again
     from the demo's own file under var/)."""
-    store = Path(settings.BASE_DIR) / "var" / f"demo-password-{username}"
+    store = Path(settings.CONCORD_VAR_DIR) / f"demo-password-{username}"
     if not store.exists():
         store.parent.mkdir(exist_ok=True)
         store.write_text(secrets.token_urlsafe(9))

@@ -82,6 +82,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
 STATICFILES_DIRS = [BASE_DIR / "config" / "static"]
+# Local state of this checkout: the demo's database and passwords, exports, uploads.
+CONCORD_VAR_DIR = env.path("CONCORD_VAR_DIR", default=str(BASE_DIR / "var"))
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(BASE_DIR / "var" / "media"))
 
 LOGIN_URL = "login"

@@ -9,8 +9,11 @@ import os
 import secrets
 from pathlib import Path
 
-_VAR = Path(__file__).resolve().parents[2] / "var"
-_VAR.mkdir(exist_ok=True)
+# The demo keeps its database, key, passwords and broker folders here (tests point it elsewhere).
+_VAR = Path(
+    os.environ.setdefault("CONCORD_VAR_DIR", str(Path(__file__).resolve().parents[2] / "var"))
+)
+_VAR.mkdir(parents=True, exist_ok=True)
 
 
 def _demo_secret_key() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +31,7 @@ def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings.demo",
         DATABASE_URL=f"sqlite:///{folder / 'demo.sqlite3'}",
+        CONCORD_VAR_DIR=str(folder),
     )
     return env
 
@@ -127,3 +129,50 @@ def test_demo_serves_the_import_page_to_the_researcher(demo_server: str, demo_ou
     assert page.status_code == 200
     assert 'type="file"' in page.text
     assert client.get("/admin/").status_code == 302
+
+
+def test_the_demo_worker_runs_a_baseline_judge_without_redis(
+    demo_env: dict[str, str], demo_output: str
+) -> None:
+    assert "judge 'baseline: random': ready" in demo_output
+    assert "judge 'gpt-4 (H4 Likert)': not configured" in demo_output
+    env = {**demo_env, "CELERY_BROKER_URL": "filesystem://"}
+    worker = subprocess.Popen(
+        ["bash", "scripts/demo_worker.sh"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        run = subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "judge_run",
+                "--study",
+                "demo",
+                "--judge",
+                "baseline: random",
+                "--wait",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert run.returncode == 0, run.stdout + run.stderr
+    pairs = re.search(r"(\d+) pairs", demo_output)
+    assert pairs is not None
+    finished = re.search(
+        r"run \d+ done: (\d+) done, 0 failed, 0 parse errors, 0 pending", run.stdout
+    )
+    assert finished is not None, run.stdout
+    # The random baseline judges every pair in both orders.
+    assert int(finished.group(1)) == 2 * int(pairs.group(1))
