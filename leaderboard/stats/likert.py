@@ -19,7 +19,8 @@ LIKERT_MIN = 1
 LIKERT_MAX = 8
 
 
-def _as_scores(scores: npt.ArrayLike) -> npt.NDArray[np.int64]:
+def as_likert_scores(scores: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Return the scores as integers, raising ValueError unless each is a whole number in 1-8."""
     arr = np.asarray(scores)
     if arr.size and not np.issubdtype(arr.dtype, np.number):
         raise ValueError("Likert scores must be numbers")
@@ -38,7 +39,7 @@ def canonical_score(shown: npt.ArrayLike, a_left: npt.ArrayLike) -> npt.NDArray[
     was on the left (the 1-8 scale is mirrored). Source: Concord DESIGN.md conventions, after the
     H4 study's blind left/right presentation.
     """
-    scores = _as_scores(shown)
+    scores = as_likert_scores(shown)
     left = np.asarray(a_left, dtype=bool)
     return np.where(left, scores, (LIKERT_MIN + LIKERT_MAX) - scores)
 
@@ -50,7 +51,7 @@ def collapse(scores: npt.ArrayLike, *, ties: bool = True) -> npt.NDArray[np.str_
     collapse of its 1-8 scale, as written in Concord DESIGN.md. Works on shown or canonical scores;
     for shown scores "A" reads as "first shown".
     """
-    s = _as_scores(scores)
+    s = as_likert_scores(scores)
     if ties:
         out = np.where(s <= 3, "A", np.where(s >= 6, "B", "tie"))
     else:
