@@ -171,6 +171,13 @@ def study_judge_sources(*, study: Study, filters: VoteFilters) -> tuple[JudgeSou
     )
 
 
+def _scores_as_float(frame: pd.DataFrame) -> pd.DataFrame:
+    """Likert columns as floats with NaN for missing, so pandas aggregates them natively."""
+    for column in ("likert", "likert_shown"):
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    return frame
+
+
 def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.DataFrame:
     qs = HumanJudgment.objects.filter(_pair_q(filters, "pair__"), study=study).exclude(
         preference=""
@@ -180,7 +187,7 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
     rows = qs.order_by().values_list(
         "pair_id", "worker_id", "preference", "likert", "likert_shown", "a_left", "is_imported"
     )
-    frame = pd.DataFrame.from_records(list(rows), columns=HUMAN_COLUMNS)
+    frame = _scores_as_float(pd.DataFrame.from_records(list(rows), columns=HUMAN_COLUMNS))
     frame["rater"] = "w" + frame["rater"].astype(str)
     return frame
 
@@ -197,7 +204,7 @@ def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.
             "pair_id", "run_id", "order", "preference", "likert", "likert_shown", "verdict_label"
         )
     )
-    return pd.DataFrame.from_records(list(rows), columns=CALL_COLUMNS)
+    return _scores_as_float(pd.DataFrame.from_records(list(rows), columns=CALL_COLUMNS))
 
 
 def judge_votes_combine(calls: pd.DataFrame) -> pd.DataFrame:

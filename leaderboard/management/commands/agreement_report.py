@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.template.loader import render_to_string
 
 from annotation.models import Study
+from leaderboard.presentation import report_plots, report_tables
 from leaderboard.selectors import VoteFilters
 from leaderboard.services.reports import (
     ReportParams,
@@ -73,7 +74,13 @@ class Command(BaseCommand):
             data = report_to_csv(report)
         else:
             data = render_to_string(
-                "leaderboard/report_standalone.html", {"report": report, "study": study}
+                "leaderboard/report_standalone.html",
+                {
+                    "report": report,
+                    "study": study,
+                    "tables": report_tables(report),
+                    "plots": report_plots(report),
+                },
             ).encode("utf-8")
         if options["output"] is None:
             self.stdout.write(data.decode("utf-8"), ending="")

@@ -1,0 +1,90 @@
+"""Analysis pages: the dashboard, its CSV tables, SVG plots and JSON report. Researchers who are
+members of the study, and admins; anyone else gets a 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views import View
+
+from annotation.models import Study
+from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from leaderboard.forms import AnalysisFilterForm
+from leaderboard.presentation import (
+    report_plot,
+    report_plots,
+    report_table,
+    report_tables,
+    table_to_csv,
+)
+from leaderboard.services.reports import agreement_report_snapshot, report_to_json
+
+
+def _report_for(request: HttpRequest, study: Study) -> tuple[AnalysisFilterForm, dict[str, Any]]:
+    form = AnalysisFilterForm(request.GET, study=study)
+    if not form.is_valid():
+        return form, {}
+    snapshot = agreement_report_snapshot(study=study, filters=form.filters())
+    return form, snapshot.payload
+
+
+def _filename(study: Study, name: str, extension: str) -> str:
+    return f"{study.slug}-{name}.{extension}"
+
+
+class StudyAnalysisView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        form, report = _report_for(request, study)
+        context: dict[str, Any] = {"study": study, "form": form, "query": request.GET.urlencode()}
+        if report:
+            plots = report_plots(report)
+            context |= {
+                "report": report,
+                "tables": report_tables(report),
+                "plots": plots,
+                "has_position_histograms": any(p.name.startswith("position-bias-") for p in plots),
+                "csv_base": request.path + "tables/",
+            }
+        return render(
+            request, "leaderboard/study_analysis.html", context, status=200 if report else 400
+        )
+
+
+class StudyAnalysisTableView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        _form, report = _report_for(request, study)
+        table = report_table(report, name) if report else None
+        if table is None:
+            raise Http404("No such table.")
+        response = HttpResponse(table_to_csv(table), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_filename(study, name, "csv")}"'
+        return response
+
+
+class StudyAnalysisPlotView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        _form, report = _report_for(request, study)
+        plot = report_plot(report, name) if report else None
+        if plot is None:
+            raise Http404("No such plot.")
+        response = HttpResponse(plot.svg, content_type="image/svg+xml; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_filename(study, name, "svg")}"'
+        return response
+
+
+class StudyAnalysisReportView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        _form, report = _report_for(request, study)
+        if not report:
+            raise Http404("The filters are not valid.")
+        response = HttpResponse(report_to_json(report), content_type="application/json")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{_filename(study, "agreement-report", "json")}"'
+        )
+        return response
