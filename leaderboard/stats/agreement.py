@@ -50,7 +50,7 @@ def _is_missing(value: Any) -> bool:
         return False
 
 
-def krippendorff_alpha(data: npt.ArrayLike, level: Level) -> float:
+def krippendorff_alpha(data: npt.ArrayLike | Sequence[Sequence[Any]], level: Level) -> float:
     """Return Krippendorff's alpha for a raters x units table with missing values.
 
     Formula: ``alpha = 1 - D_o / D_e`` where ``D_o`` is the observed disagreement in the
@@ -67,8 +67,8 @@ def krippendorff_alpha(data: npt.ArrayLike, level: Level) -> float:
         raise ValueError("data must be a 2-D raters x units table")
     units: list[int] = []
     values: list[Any] = []
-    for _rater, unit in np.ndindex(table.shape):
-        value = table[_rater, unit]
+    for rater, unit in np.ndindex(table.shape):
+        value = table[rater, unit]
         if not _is_missing(value):
             units.append(unit)
             values.append(value)

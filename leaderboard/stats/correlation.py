@@ -70,6 +70,9 @@ def correlation(
     else:
         estimate, p_value = _st.kendalltau(xs, ys)
     estimate, p_value = float(estimate), float(p_value)
+    if abs(estimate) > 1.0 - 1e-12:
+        # Rounding leaves a perfect correlation at 0.9999999999999999; call it what it is.
+        estimate = math.copysign(1.0, estimate)
     numerator, offset = _Z_VARIANCE[method]
     if n <= offset:
         lower = upper = nan

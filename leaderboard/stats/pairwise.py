@@ -63,7 +63,11 @@ def _normalise(votes: pd.DataFrame, key: str, label: str, rater: str) -> pd.Data
     if missing:
         raise ValueError(f"votes lack the columns {sorted(missing)}")
     frame = pd.DataFrame(
-        {"key": votes[key].to_numpy(), "label": votes[label].to_numpy(), "rater": votes[rater]}
+        {
+            "key": votes[key].to_numpy(),
+            "label": votes[label].to_numpy(),
+            "rater": votes[rater].to_numpy(),
+        }
     )
     unknown = set(frame["label"].unique().tolist()) - set(LABELS)
     if unknown:

@@ -8,6 +8,7 @@ no information and is rejected (ValueError) rather than dropped silently.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -87,7 +88,7 @@ def bootstrap_battle_indices(n_battles: int, rounds: int, seed: int) -> npt.NDAr
 
 def _elo_lockstep(
     enc: _Encoded,
-    positions: list[npt.NDArray[np.int64]],
+    positions: Iterable[npt.NDArray[np.int64]],
     rounds: int,
     k: float,
     scale: float,
@@ -95,8 +96,9 @@ def _elo_lockstep(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """Run online Elo in all rounds at once, one battle position at a time.
 
-    ``positions`` yields blocks of shape (block, rounds) of battle indices. Returns the final
-    (rounds, models) ratings relative to the initial rating, and which models played per round.
+    ``positions`` yields, one at a time, blocks of shape (block, rounds) of battle indices.
+    Returns the final (rounds, models) ratings relative to the initial rating, and which models
+    played in each round.
     """
     m = len(enc.models)
     # Work in units v = R * ln(base) / (2 * scale): the expected score of A is then
@@ -166,7 +168,7 @@ def elo_bootstrap(
     # Drawing (block, rounds) slices one after another reproduces one big
     # rng.integers(0, n, size=(n, rounds)) draw without holding it all in memory.
     blocks = (rng.integers(0, n, size=(min(block, n - s), rounds)) for s in range(0, n, block))
-    relative, played = _elo_lockstep(enc, list(blocks), rounds, k, scale, base)
+    relative, played = _elo_lockstep(enc, blocks, rounds, k, scale, base)
     ratings = np.where(played, relative + init, np.nan)
     lower, median, upper = np.nanquantile(ratings, _QUANTILES, axis=0)
     return _rating_frame(enc.models, median, lower, upper)

@@ -5,7 +5,7 @@ import krippendorff
 import numpy as np
 import pytest
 
-from leaderboard.stats.agreement import krippendorff_alpha, krippendorff_alpha_from_long
+from leaderboard.stats.agreement import Level, krippendorff_alpha, krippendorff_alpha_from_long
 
 N = None
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: 4 coders x 12 units.
@@ -15,20 +15,25 @@ RELIABILITY_DATA = [
     [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N],
     [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N],
 ]
-PUBLISHED = {"nominal": 0.743, "ordinal": 0.815, "interval": 0.849, "ratio": 0.797}
+PUBLISHED: dict[Level, float] = {
+    "nominal": 0.743,
+    "ordinal": 0.815,
+    "interval": 0.849,
+    "ratio": 0.797,
+}
 
 
-def alpha_from_coincidences(data: list[list[int | None]], level: str) -> float:
+def alpha_from_coincidences(data: list[list[int | None]], level: Level) -> float:
     """Krippendorff 2011 by hand: coincidence matrix from ordered pairs of coders per unit."""
     values = sorted({v for row in data for v in row if v is not None})
     index = {v: i for i, v in enumerate(values)}
     o = np.zeros((len(values), len(values)))
     for unit in range(len(data[0])):
-        coded = [row[unit] for row in data if row[unit] is not None]
+        coded = [v for row in data if (v := row[unit]) is not None]
         if len(coded) < 2:
             continue
         for c, k in permutations(coded, 2):
-            o[index[c], index[k]] += 1.0 / (len(coded) - 1)
+            o[index[c]][index[k]] += 1.0 / (len(coded) - 1)
     n_c = o.sum(axis=1)
     n = n_c.sum()
 
@@ -50,7 +55,7 @@ def alpha_from_coincidences(data: list[list[int | None]], level: str) -> float:
 
 
 @pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
-def test_krippendorff_alpha_matches_krippendorff_2011_worked_example(level: str) -> None:
+def test_krippendorff_alpha_matches_krippendorff_2011_worked_example(level: Level) -> None:
     alpha = krippendorff_alpha(RELIABILITY_DATA, level)
 
     assert round(alpha, 3) == PUBLISHED[level]
@@ -58,7 +63,7 @@ def test_krippendorff_alpha_matches_krippendorff_2011_worked_example(level: str)
 
 @pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
 def test_krippendorff_alpha_equals_a_hand_built_coincidence_matrix_and_the_package(
-    level: str,
+    level: Level,
 ) -> None:
     dense = np.array(RELIABILITY_DATA, dtype=float)
 
@@ -71,7 +76,7 @@ def test_krippendorff_alpha_equals_a_hand_built_coincidence_matrix_and_the_packa
 
 
 @pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
-def test_krippendorff_alpha_from_long_format_equals_the_table_form(level: str) -> None:
+def test_krippendorff_alpha_from_long_format_equals_the_table_form(level: Level) -> None:
     units = [u for row in RELIABILITY_DATA for u, v in enumerate(row) if v is not None]
     values = [v for row in RELIABILITY_DATA for v in row if v is not None]
     # Unit ids may be any hashable, e.g. the Django side's primary keys.

@@ -21,13 +21,13 @@ def data_dir() -> Path:
     from_env = os.environ.get("CONCORD_SHARED_DATA")
     if from_env:
         candidate = Path(from_env)
-        for path in (candidate, candidate / DATA_NAME):
+        for path in (candidate, candidate / DATA_NAME, candidate / "data" / DATA_NAME):
             if (path / "human.jsonl").is_file():
                 return path
     pytest.fail(
         f"MT-Bench judgment data not found at {beside_repo} and CONCORD_SHARED_DATA is "
         f"{from_env!r}; check out the repository beside shared/ or point CONCORD_SHARED_DATA "
-        f"at shared/data/{DATA_NAME}"
+        f"at shared/, shared/data or shared/data/{DATA_NAME}"
     )
 
 
