@@ -393,3 +393,104 @@ def study_filter_choices(*, study: Study) -> dict[str, list[Any]]:
     ]
     has_gold = pairs.filter(Q(is_gold=True)).exists()
     return {"categories": categories, "turns": turns, "runs": runs, "has_gold": [has_gold]}
+
+
+EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    # table: ((ORM field, column name), ...); text columns are those not numeric or boolean.
+    "pairs": (
+        ("id", "pair_id"),
+        ("prompt__external_id", "prompt"),
+        ("prompt__category", "category"),
+        ("turn", "turn"),
+        ("answer_a_id", "answer_a_id"),
+        ("answer_a__system__name", "system_a"),
+        ("answer_b_id", "answer_b_id"),
+        ("answer_b__system__name", "system_b"),
+        ("source", "source"),
+        ("is_gold", "is_gold"),
+        ("gold_side", "gold_side"),
+        ("gold_kind", "gold_kind"),
+    ),
+    "judgments": (
+        ("id", "judgment_id"),
+        ("pair_id", "pair_id"),
+        ("pair__prompt__external_id", "prompt"),
+        ("pair__turn", "turn"),
+        ("worker__panel", "panel"),
+        ("worker__external_id", "rater"),
+        ("is_imported", "is_imported"),
+        ("a_left", "a_left"),
+        ("likert_shown", "likert_shown"),
+        ("likert", "likert"),
+        ("preference", "preference"),
+        ("values", "values"),
+        ("reason", "reason"),
+        ("comment", "comment"),
+        ("duration_ms", "duration_ms"),
+        ("created_at", "created_at"),
+    ),
+    "calls": (
+        ("id", "call_id"),
+        ("run_id", "run_id"),
+        ("run__judge__name", "judge"),
+        ("pair_id", "pair_id"),
+        ("order", "order"),
+        ("status", "status"),
+        ("likert_shown", "likert_shown"),
+        ("likert", "likert"),
+        ("preference", "preference"),
+        ("verdict_label", "verdict_label"),
+        ("score_a", "score_a"),
+        ("score_b", "score_b"),
+        ("parse_error", "parse_error"),
+        ("refusal", "refusal"),
+        ("tokens_in", "tokens_in"),
+        ("tokens_out", "tokens_out"),
+        ("cost_usd", "cost_usd"),
+        ("latency_ms", "latency_ms"),
+        ("model_version_reported", "model_version_reported"),
+        ("raw_output", "raw_output"),
+    ),
+}
+_EXPORT_FLAGS = {"is_gold", "is_imported", "a_left", "refusal"}
+_EXPORT_NUMBERS = {
+    "pair_id",
+    "turn",
+    "answer_a_id",
+    "answer_b_id",
+    "judgment_id",
+    "likert_shown",
+    "likert",
+    "duration_ms",
+    "call_id",
+    "run_id",
+    "score_a",
+    "score_b",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "latency_ms",
+}
+
+
+def study_export_frame(*, study: Study, table: str) -> pd.DataFrame:
+    """A study's raw rows of one table (pairs, judgments or calls), sorted by id."""
+    if table not in EXPORT_TABLES:
+        raise ValueError(f"table must be one of {sorted(EXPORT_TABLES)}, not {table!r}")
+    fields = [f for f, _ in EXPORT_TABLES[table]]
+    columns = [c for _, c in EXPORT_TABLES[table]]
+    qs: QuerySet[Any]
+    if table == "pairs":
+        qs = Pair.objects.filter(study=study)
+    elif table == "judgments":
+        qs = HumanJudgment.objects.filter(study=study)
+    else:
+        qs = JudgeCall.objects.filter(run__study=study)
+    frame = _frame(
+        qs,
+        fields,
+        columns,
+        text=[c for c in columns if c not in _EXPORT_FLAGS | _EXPORT_NUMBERS],
+        flags=[c for c in columns if c in _EXPORT_FLAGS],
+    )
+    return frame.sort_values(columns[0], kind="stable").reset_index(drop=True)

@@ -23,4 +23,9 @@ urlpatterns = [
         views.StudyAnalysisPlotView.as_view(),
         name="study_analysis_plot",
     ),
+    path(
+        "<slug:slug>/analysis/exports/<slug:table>.<slug:fmt>",
+        views.StudyExportView.as_view(),
+        name="study_export",
+    ),
 ]

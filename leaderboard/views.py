@@ -19,6 +19,8 @@ from leaderboard.presentation import (
     report_tables,
     table_to_csv,
 )
+from leaderboard.selectors import EXPORT_TABLES
+from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export
 from leaderboard.services.reports import agreement_report_snapshot, report_to_json
 
 
@@ -38,7 +40,13 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
         form, report = _report_for(request, study)
-        context: dict[str, Any] = {"study": study, "form": form, "query": request.GET.urlencode()}
+        context: dict[str, Any] = {
+            "study": study,
+            "form": form,
+            "query": request.GET.urlencode(),
+            "export_tables": sorted(EXPORT_TABLES),
+            "export_formats": EXPORT_FORMATS,
+        }
         if report:
             plots = report_plots(report)
             context |= {
@@ -87,4 +95,15 @@ class StudyAnalysisReportView(ResearcherRequiredMixin, View):
         response["Content-Disposition"] = (
             f'attachment; filename="{_filename(study, "agreement-report", "json")}"'
         )
+        return response
+
+
+class StudyExportView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, table: str, fmt: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        if table not in EXPORT_TABLES or fmt not in EXPORT_FORMATS:
+            raise Http404("No such export.")
+        data = study_export(study=study, table=table, fmt=fmt)
+        response = HttpResponse(data, content_type=CONTENT_TYPES[fmt])
+        response["Content-Disposition"] = f'attachment; filename="{_filename(study, table, fmt)}"'
         return response
