@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Count, IntegerField, Model, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest
 
-from annotation.models import HumanJudgment, Pair, Study, Worker
+from annotation.models import HumanJudgment, Pair, Prompt, Study, Worker
+from annotation.selectors.studies import study_list_for_user
 from judges.models import JudgeCall, JudgeRun
 from leaderboard.models import ReportSnapshot
 
@@ -494,3 +498,52 @@ def study_export_frame(*, study: Study, table: str) -> pd.DataFrame:
         flags=[c for c in columns if c in _EXPORT_FLAGS],
     )
     return frame.sort_values(columns[0], kind="stable").reset_index(drop=True)
+
+
+def api_schema_get(*, request: HttpRequest) -> list[dict[str, Any]]:
+    """The analysis API's operations from its OpenAPI schema: path, method, summary, params."""
+    from rest_framework.schemas.openapi import SchemaGenerator
+
+    generator = SchemaGenerator(
+        title="Concord analysis API", urlconf="leaderboard.api_urls", url="/api/v1/"
+    )
+    schema = generator.get_schema(request=None, public=True) or {}
+    operations = []
+    for path, methods in sorted(schema.get("paths", {}).items()):
+        for method, operation in sorted(methods.items()):
+            operations.append(
+                {
+                    "path": path,
+                    "method": method.upper(),
+                    "summary": operation.get("description", ""),
+                    "parameters": [p.get("name") for p in operation.get("parameters", [])],
+                }
+            )
+    return operations
+
+
+def _count_of(model: type[Model], **outer: str) -> Subquery:
+    """A correlated COUNT(*) subquery: one count per study row, without joining the tables."""
+    filters = {field: OuterRef(ref) for field, ref in outer.items()}
+    counted = (
+        model._default_manager.filter(**filters)
+        .order_by()
+        .values(*outer)
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(counted, output_field=IntegerField())
+
+
+def api_study_list(*, user: User | AnonymousUser) -> QuerySet[Study]:
+    """The studies the user may read, with prompt, pair and judgment counts as subqueries (a
+    join of all three would multiply the rows)."""
+    return (
+        study_list_for_user(user=user)
+        .annotate(
+            prompt_count=Coalesce(_count_of(Prompt, study="pk"), 0),
+            pair_count=Coalesce(_count_of(Pair, study="pk"), 0),
+            judgment_count=Coalesce(_count_of(HumanJudgment, study="pk"), 0),
+        )
+        .order_by("slug")
+    )

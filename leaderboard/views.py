@@ -19,7 +19,7 @@ from leaderboard.presentation import (
     report_tables,
     table_to_csv,
 )
-from leaderboard.selectors import EXPORT_TABLES
+from leaderboard.selectors import EXPORT_TABLES, api_schema_get
 from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export
 from leaderboard.services.reports import agreement_report_snapshot, report_to_json
 
@@ -107,3 +107,11 @@ class StudyExportView(ResearcherRequiredMixin, View):
         response = HttpResponse(data, content_type=CONTENT_TYPES[fmt])
         response["Content-Disposition"] = f'attachment; filename="{_filename(study, table, fmt)}"'
         return response
+
+
+class ApiDocsView(ResearcherRequiredMixin, View):
+    """The API's endpoints, read from its OpenAPI schema and listed as HTML (no scripts)."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        schema = api_schema_get(request=request)
+        return render(request, "leaderboard/api_docs.html", {"schema": schema})
