@@ -2,6 +2,7 @@
 
 Run from the repository root:  PYTHONPATH=. python benchmarks/bench_elo.py [--rounds 100]
 
+It times elo_bootstrap with each engine available (numba's compiled loop, numpy lockstep).
 Baselines, both replaying exactly the bootstrap samples that ``elo_bootstrap`` draws:
 - "notebook loop": the LMSYS Chatbot Arena notebook's procedure as written there (a pandas sample
   per round, ``itertuples`` and a ``defaultdict`` of ratings);
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from leaderboard.stats import ratings
 from leaderboard.stats.ratings import bootstrap_battle_indices, bradley_terry, elo_bootstrap
 
 SCORE_A = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
@@ -82,10 +84,20 @@ def main() -> None:
     battles = make_battles(args.battles, args.models, args.seed)
     print(f"{args.battles} battles, {args.models} models, {args.rounds} rounds, seed {args.seed}")
 
-    start = time.perf_counter()
-    fast = elo_bootstrap(battles, rounds=args.rounds, seed=args.seed).set_index("model")["rating"]
-    t_fast = time.perf_counter() - start
-    print(f"elo_bootstrap (lockstep numpy): {t_fast:8.2f} s")
+    engines = ["numba", "numpy"] if ratings.HAVE_NUMBA else ["numpy"]
+    timings: dict[str, float] = {}
+    results: dict[str, pd.Series] = {}
+    for engine in engines:
+        ratings._ENGINE = engine  # type: ignore[assignment]
+        if engine == "numba":
+            start = time.perf_counter()
+            elo_bootstrap(battles.head(10), rounds=2)
+            print(f"numba compile (once per process): {time.perf_counter() - start:6.2f} s")
+        start = time.perf_counter()
+        result = elo_bootstrap(battles, rounds=args.rounds, seed=args.seed)
+        timings[engine] = time.perf_counter() - start
+        results[engine] = result.set_index("model")["rating"]
+        print(f"elo_bootstrap, {engine + ' engine:':19} {timings[engine]:8.2f} s")
 
     samples = bootstrap_battle_indices(len(battles), args.rounds, args.seed)
     baselines = [("plain loop", plain_loop)]
@@ -95,11 +107,13 @@ def main() -> None:
         start = time.perf_counter()
         medians = baseline(battles, samples)
         elapsed = time.perf_counter() - start
-        diff = float((fast - medians[fast.index]).abs().max())
-        print(
-            f"{name + ':':31} {elapsed:8.2f} s   speed-up {elapsed / t_fast:5.1f}x   "
-            f"max |median difference| {diff:.2e}"
-        )
+        print(f"{name + ':':31} {elapsed:8.2f} s")
+        for engine in engines:
+            diff = float((results[engine] - medians[results[engine].index]).abs().max())
+            print(
+                f"    vs {engine:6} engine: speed-up {elapsed / timings[engine]:6.1f}x,"
+                f" max |median difference| {diff:.2e}"
+            )
 
     start = time.perf_counter()
     bradley_terry(battles, rounds=args.rounds, seed=args.seed)

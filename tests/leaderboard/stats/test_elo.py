@@ -43,10 +43,19 @@ def plain_online_elo(
     return rating
 
 
+@pytest.fixture(params=["numba", "numpy"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the compiled loop (when numba is installed) and with numpy lockstep."""
+    if request.param == "numba":
+        pytest.importorskip("numba", reason="numba is optional")
+    monkeypatch.setattr(ratings, "_ENGINE", request.param)
+    return str(request.param)
+
+
 STRENGTHS = {"gpt-4": 1200.0, "claude": 1120.0, "vicuna": 1000.0, "alpaca": 900.0, "llama": 850.0}
 
 
-def test_elo_bootstrap_equals_a_plain_per_battle_loop_over_the_same_samples() -> None:
+def test_elo_bootstrap_equals_a_plain_per_battle_loop_over_the_same_samples(engine: str) -> None:
     battles = simulated_battles(1, 400, STRENGTHS)
     rounds, seed = 60, 123
 
@@ -62,7 +71,7 @@ def test_elo_bootstrap_equals_a_plain_per_battle_loop_over_the_same_samples() ->
 
 
 def test_elo_bootstrap_consumes_its_draws_in_blocks_without_changing_them(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, engine: str
 ) -> None:
     # A small block budget makes 150 battle positions arrive in 13 blocks of 12.
     monkeypatch.setattr(ratings, "_BLOCK_CELLS", 500)
@@ -77,7 +86,7 @@ def test_elo_bootstrap_consumes_its_draws_in_blocks_without_changing_them(
         assert result.loc[model, "rating"] == pytest.approx(median[model], abs=1e-9)
 
 
-def test_a_model_missing_from_a_bootstrap_round_is_skipped_in_that_round() -> None:
+def test_a_model_missing_from_a_bootstrap_round_is_skipped_in_that_round(engine: str) -> None:
     battles = simulated_battles(7, 60, STRENGTHS)
     battles.loc[0] = ["rare", "llama", "model_a"]
     rounds, seed = 200, 11
@@ -115,7 +124,7 @@ def test_elo_bootstrap_is_reproducible_with_a_seed_and_varies_without() -> None:
     assert not np.allclose(first["upper"], other.set_index("model").loc[first["model"], "upper"])
 
 
-def test_elo_online_applies_the_update_rule_in_the_given_order() -> None:
+def test_elo_online_applies_the_update_rule_in_the_given_order(engine: str) -> None:
     battles = pd.DataFrame(
         {"model_a": ["x", "y"], "model_b": ["y", "x"], "winner": ["model_a", "tie"]}
     )
@@ -129,7 +138,7 @@ def test_elo_online_applies_the_update_rule_in_the_given_order() -> None:
     assert result["lower"].isna().all() and result["upper"].isna().all()
 
 
-def test_elo_online_equals_the_plain_loop_on_a_long_sequence() -> None:
+def test_elo_online_equals_the_plain_loop_on_a_long_sequence(engine: str) -> None:
     battles = simulated_battles(6, 2000, STRENGTHS)
 
     result = elo_online(battles).set_index("model")["rating"]
