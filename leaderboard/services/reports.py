@@ -234,15 +234,22 @@ def _per_category(votes: StudyVotes, sources: list[str]) -> dict[str, Any]:
     human, judges = votes.human, votes.judges
     has_likert = human["likert"].notna().any() and judges["likert"].notna().any()
     scale = "likert" if has_likert else "preference_sign"
+    category_of = votes.pairs.set_index("pair_id")["category"]
+    # Unit scores once per source over all units, then split by category.
+    people_all = _unit_scores(human, scale)
+    judge_all = {
+        source: _unit_scores(judges[judges["source"] == source], scale) for source in sources
+    }
+    people_by_category = dict(
+        tuple(people_all.groupby(category_of.reindex(people_all.index).to_numpy()))
+    )
     categories = sorted(set(votes.pairs["category"].tolist()))
     rows = []
     for category in categories:
-        people = _unit_scores(human[human["category"] == category], scale)
+        people = people_by_category.get(category, pd.Series(dtype=float))
         entry: dict[str, Any] = {"category": category, "units": len(people), "judges": {}}
         for source in sources:
-            judge = _unit_scores(
-                judges[(judges["source"] == source) & (judges["category"] == category)], scale
-            )
+            judge = judge_all[source]
             both = people.index.intersection(judge.index)
             xs, ys = people.loc[both].to_numpy(), judge.loc[both].to_numpy()
             entry["judges"][source] = {
