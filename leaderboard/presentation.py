@@ -159,6 +159,27 @@ def _bias_rows(report: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _gold_rows(report: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    gold = report["gold"]
+    for source in _sources(report):
+        for kind in gold["kinds"]:
+            cell = gold["sources"][source][kind]
+            accuracy = cell["accuracy"]
+            rows.append(
+                (
+                    source,
+                    kind,
+                    accuracy["share"],
+                    accuracy["lower"],
+                    accuracy["upper"],
+                    accuracy["total"],
+                    cell["ties"],
+                )
+            )
+    return rows
+
+
 def _sources(report: Mapping[str, Any]) -> list[str]:
     return [HUMAN, *sorted(report["judges"])]
 
@@ -222,6 +243,12 @@ def report_tables(report: Mapping[str, Any]) -> list[Table]:
                 "pairs in both orders",
             ),
             tuple(_bias_rows(report)),
+        ),
+        Table(
+            "gold-accuracy",
+            "Accuracy on gold pairs (ties count as wrong)",
+            ("source", "gold kind", "accuracy", "lower", "upper", "votes", "ties"),
+            tuple(_gold_rows(report)),
         ),
         Table(
             "elo-with-ties",

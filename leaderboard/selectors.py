@@ -37,6 +37,7 @@ PAIR_COLUMNS = [
     "turn",
     "is_gold",
     "gold_side",
+    "gold_kind",
     "system_a",
     "system_b",
 ]
@@ -211,11 +212,12 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
             "turn",
             "is_gold",
             "gold_side",
+            "gold_kind",
             "answer_a__system__name",
             "answer_b__system__name",
         ),
         PAIR_COLUMNS,
-        text=("prompt_external_id", "category", "gold_side", "system_a", "system_b"),
+        text=("prompt_external_id", "category", "gold_side", "gold_kind", "system_a", "system_b"),
         flags=("is_gold",),
     )
     frame["is_gold"] = frame["is_gold"].astype(bool)

@@ -308,6 +308,33 @@ def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, An
     }
 
 
+def _gold(votes: StudyVotes, sources: list[str], confidence: float) -> dict[str, Any]:
+    """Accuracy on gold pairs (the known better side), per gold kind, for people and each judge.
+
+    A vote is correct when it names the gold side; a tie is never correct and is counted apart
+    (AdvisorQA's first-vs-second and first-vs-last accuracy)."""
+    gold_side = votes.pairs.set_index("pair_id")["gold_side"]
+    gold_kind = votes.pairs.set_index("pair_id")["gold_kind"]
+    kinds = sorted(k for k in set(votes.pairs["gold_kind"].tolist()) if k)
+    frames = {HUMAN: votes.human}
+    frames |= {s: votes.judges[votes.judges["source"] == s] for s in sources}
+    out: dict[str, Any] = {}
+    for source, frame in frames.items():
+        on_gold = frame[frame["is_gold"]]
+        side = gold_side.reindex(on_gold["pair_id"]).to_numpy()
+        kind = gold_kind.reindex(on_gold["pair_id"]).to_numpy()
+        labels = on_gold["label"].to_numpy()
+        out[source] = {}
+        for k in kinds:
+            mine = kind == k
+            correct = int((labels[mine] == side[mine]).sum())
+            out[source][k] = {
+                "accuracy": wilson_interval(correct, int(mine.sum()), confidence),
+                "ties": int((labels[mine] == "tie").sum()),
+            }
+    return {"kinds": kinds, "sources": out}
+
+
 def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     rows = frame if ties else frame[frame["label"] != "tie"]
     winner = rows["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"})
@@ -420,6 +447,7 @@ def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict
             }
         )
     report["per_category"] = _per_category(votes, sources)
+    report["gold"] = _gold(votes, sources, params.confidence)
     report["leaderboards"] = _leaderboards(votes, sources, params)
     return report
 

@@ -74,3 +74,42 @@ def test_same_seed_gives_the_same_report_bytes(db: None, tmp_path: Path) -> None
         json.loads(first)["metadata"]["data_hash"]
         == json.loads(other_seed)["metadata"]["data_hash"]
     )
+
+
+def test_per_category_correlation_matches_a_computation_straight_from_the_files(
+    db: None, tmp_path: Path
+) -> None:
+    from scipy.stats import pearsonr
+
+    from tests.leaderboard.mtbench_data import mtbench_dir
+
+    mtbench_load("mt-bench", 1)
+    report, _ = report_for(tmp_path, "--turn=1")
+    folder = mtbench_dir()
+    category = {
+        q["question_id"]: q["category"]
+        for q in map(json.loads, (folder / "mt_bench_question.jsonl").read_text().splitlines())
+    }
+
+    def signs(name: str, keep: str) -> dict[tuple[int, str, str], list[float]]:
+        out: dict[tuple[int, str, str], list[float]] = {}
+        for line in (folder / name).read_text().splitlines():
+            row = json.loads(line)
+            if row["turn"] != 1 or not row["judge"].startswith(keep):
+                continue
+            first, second = sorted((row["model_a"], row["model_b"]))
+            winner = {"model_a": row["model_a"], "model_b": row["model_b"]}.get(row["winner"])
+            # A (the alphabetically first model, answer A on import) = -1, tie 0, B = +1.
+            sign = 0.0 if winner is None else (-1.0 if winner == first else 1.0)
+            out.setdefault((row["question_id"], first, second), []).append(sign)
+        return out
+
+    people, gpt4 = signs("human.jsonl", "expert_"), signs("gpt4_pair.jsonl", "gpt4_pair")
+    for entry in report["per_category"]["categories"]:
+        keys = [k for k in people if k in gpt4 and category[k[0]] == entry["category"]]
+        xs = [sum(people[k]) / len(people[k]) for k in keys]
+        ys = [gpt4[k][0] for k in keys]
+        pearson = entry["judges"][MTBENCH_JUDGE_NAME]["pearson"]
+        assert pearson["n"] == len(keys)
+        assert pearson["estimate"] == pytest.approx(pearsonr(xs, ys).statistic, abs=1e-9)
+    assert report["per_category"]["scale"] == "preference_sign"

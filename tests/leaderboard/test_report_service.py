@@ -99,6 +99,22 @@ def test_filters_keep_only_the_chosen_category_and_leave_gold_out(cast: Cast) ->
     assert other.human.empty and other.pairs.empty
 
 
+def test_gold_accuracy_counts_votes_naming_the_known_better_side(cast: Cast, run: JudgeRun) -> None:
+    gold = make_pair(cast.study, "p1")
+    Pair.objects.filter(pk=gold.pk).update(
+        is_gold=True, gold_side="A", gold_kind=Pair.GoldKind.FIRST_VS_LAST
+    )
+    rate(gold, cast.worker_one, a_left=True, shown=1)  # A: correct
+    rate(gold, cast.worker_two, a_left=True, shown=4)  # tie: not correct
+    judge_on(gold, run, "ab", "B", 7)
+    report = agreement_report_build(study=cast.study, params=FAST)
+    assert report["gold"]["kinds"] == ["first_vs_last"]
+    people = report["gold"]["sources"]["human"]["first_vs_last"]
+    assert (people["accuracy"]["count"], people["accuracy"]["total"], people["ties"]) == (1, 2, 1)
+    judge = report["gold"]["sources"]["both orders"]["first_vs_last"]
+    assert (judge["accuracy"]["count"], judge["accuracy"]["total"]) == (0, 1)
+
+
 def test_ordinal_alpha_is_reported_when_people_give_likert_scores(cast: Cast) -> None:
     for i in range(3):
         pair = make_pair(cast.study, f"p{i}")
