@@ -23,6 +23,12 @@ urlpatterns = [
         views.StudyAnalysisPlotView.as_view(),
         name="study_analysis_plot",
     ),
+    path("<slug:slug>/analysis/units/", views.StudyUnitListView.as_view(), name="study_units"),
+    path(
+        "<slug:slug>/analysis/units/<int:pair_id>/",
+        views.StudyUnitDetailView.as_view(),
+        name="study_unit",
+    ),
     path(
         "<slug:slug>/analysis/exports/<slug:table>.<slug:fmt>",
         views.StudyExportView.as_view(),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views import View
 
-from annotation.models import Study
+from annotation.models import Pair, Study
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.presentation import (
@@ -19,7 +20,13 @@ from leaderboard.presentation import (
     report_tables,
     table_to_csv,
 )
-from leaderboard.selectors import EXPORT_TABLES, api_schema_get
+from leaderboard.selectors import (
+    EXPORT_TABLES,
+    api_schema_get,
+    study_votes_get,
+    unit_detail_get,
+    unit_rows_get,
+)
 from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export
 from leaderboard.services.reports import agreement_report_snapshot, report_to_json
 
@@ -115,3 +122,52 @@ class ApiDocsView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest) -> HttpResponse:
         schema = api_schema_get(request=request)
         return render(request, "leaderboard/api_docs.html", {"schema": schema})
+
+
+class StudyUnitListView(ResearcherRequiredMixin, View):
+    """The units behind a report cell: filters as on the dashboard, plus a judge and
+    `disagree=1` for the units where that judge's vote differs from the people's majority."""
+
+    page_size = 200
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        form = AnalysisFilterForm(request.GET, study=study)
+        if not form.is_valid():
+            return render(
+                request,
+                "leaderboard/unit_list.html",
+                {"study": study, "form": form, "rows": []},
+                status=400,
+            )
+        votes = study_votes_get(study=study, filters=form.filters())
+        judge = request.GET.get("judge") or None
+        rows = unit_rows_get(votes=votes, judge=judge, disagree=request.GET.get("disagree") == "1")
+        page = Paginator(rows, self.page_size).get_page(request.GET.get("page"))
+        query = request.GET.copy()
+        query.pop("page", None)
+        return render(
+            request,
+            "leaderboard/unit_list.html",
+            {
+                "study": study,
+                "form": form,
+                "page": page,
+                "rows": page.object_list,
+                "count": len(rows),
+                "judge": judge,
+                "disagree": request.GET.get("disagree") == "1",
+                "sources": [s.name for s in votes.sources],
+                "query": query.urlencode(),
+            },
+        )
+
+
+class StudyUnitDetailView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, pair_id: int) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            detail = unit_detail_get(study=study, pair_id=pair_id)
+        except Pair.DoesNotExist as exc:
+            raise Http404("No such unit.") from exc
+        return render(request, "leaderboard/unit_detail.html", {"study": study, **detail})

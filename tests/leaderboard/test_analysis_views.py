@@ -157,3 +157,34 @@ def test_the_page_is_computed_once_and_then_read_from_its_snapshot(
     HumanJudgment.objects.filter(study=judged_study).order_by("pk").first().delete()  # type: ignore[union-attr]
     client.get(url(judged_study))
     assert ReportSnapshot.objects.filter(study=judged_study).count() == 2
+
+
+def test_drill_down_lists_the_units_where_the_judge_disagrees_with_the_people(
+    client: Client, cast: Cast, judged_study: Study
+) -> None:
+    client.force_login(cast.researcher)
+    # p1: people A, A (majority A), judge A. p2: people A, tie (majority tie), judge A.
+    response = client.get(
+        url(judged_study, "study_units"), {"judge": "tiny judge", "disagree": "1"}
+    )
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert [r.prompt for r in rows] == ["p2"]
+    assert rows[0].majority == "tie" and rows[0].judges == {"tiny judge": "A"}
+    everything = client.get(url(judged_study, "study_units")).context["rows"]
+    assert [r.prompt for r in everything] == ["p1", "p2"]
+
+
+def test_unit_detail_shows_every_judgment_and_call_and_is_404_elsewhere(
+    client: Client, cast: Cast, judged_study: Study
+) -> None:
+    pair = judged_study.pairs.order_by("pk").first()
+    assert pair is not None
+    client.force_login(cast.researcher)
+    response = client.get(url(judged_study, "study_unit", pair_id=str(pair.pk)))
+    assert response.status_code == 200
+    assert len(response.context["judgments"]) == 2 and len(response.context["calls"]) == 1
+    assert b"answer by sys-a" in response.content
+    other = reverse("leaderboard:study_unit", kwargs={"slug": "other-study", "pair_id": pair.pk})
+    client.force_login(cast.admin)
+    assert client.get(other).status_code == 404
