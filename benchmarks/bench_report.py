@@ -284,6 +284,9 @@ def main() -> int:
     parser.add_argument("--ci-rounds", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse", action="store_true", help="use a kept benchmark database instead of filling one"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
@@ -292,23 +295,30 @@ def main() -> int:
         os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord")
     )
     os.environ["DATABASE_URL"] = url
-    recreate_database(url, name)
+    if not args.reuse:
+        recreate_database(url, name)
     import django
     from django.core.management import call_command
     from django.db import connections
 
     django.setup()
     try:
-        call_command("migrate", verbosity=0)
-        print(
-            f"Filling {name}: {args.judgments:,} human judgments, {args.calls:,} judge calls "
-            f"({args.judges} judges, both orders)"
-        )
-        start = time.perf_counter()
-        study_id = fill(
-            judgments=args.judgments, calls=args.calls, judges=args.judges, seed=args.seed
-        )
-        print(f"  filled with COPY in {time.perf_counter() - start:.1f} s")
+        if args.reuse:
+            from annotation.models import Study
+
+            study_id = Study.objects.get(slug="bench").pk
+            print(f"Reusing {name}")
+        else:
+            call_command("migrate", verbosity=0)
+            print(
+                f"Filling {name}: {args.judgments:,} human judgments, {args.calls:,} judge calls "
+                f"({args.judges} judges, both orders)"
+            )
+            start = time.perf_counter()
+            study_id = fill(
+                judgments=args.judgments, calls=args.calls, judges=args.judges, seed=args.seed
+            )
+            print(f"  filled with COPY in {time.perf_counter() - start:.1f} s")
         print(
             f"Report stages (ci_rounds={args.ci_rounds}, elo_rounds={args.elo_rounds}, "
             f"bt_rounds={args.bt_rounds}):"
@@ -326,7 +336,7 @@ def main() -> int:
         print(f"Full report: {total:.2f} s (target: under 10 s)")
     finally:
         connections.close_all()
-        if not args.keep:
+        if not (args.keep or args.reuse):
             recreate_database(url, name, drop_only=True)
     return 0
 
