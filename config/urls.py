@@ -13,6 +13,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("leaderboard.api_urls")),
+    path("studies/", include("leaderboard.urls")),
     path("studies/", include("annotation.urls")),
     path("studies/<slug:slug>/judges/", include("judges.urls")),
 ]

@@ -10,10 +10,10 @@ import pandas as pd
 # advice-seeking question answering with collective intelligence") and Concord DESIGN.md.
 SEVEN_VALUES: tuple[str, ...] = (
     "relevance",
-    "actionability_practicality",
-    "empathy_sensitivity",
+    "actionability",
+    "empathy",
     "creativity",
-    "readability_clarity",
+    "clarity",
     "constructiveness",
     "ethics",
 )

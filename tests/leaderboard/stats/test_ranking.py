@@ -58,7 +58,7 @@ def test_rationale_distribution_counts_each_value_once_per_judgment() -> None:
     assert result.loc["relevance", "count"] == 2
     assert result.loc["relevance", "share"] == pytest.approx(0.5)
     assert result.loc["relevance", "share_of_mentions"] == pytest.approx(0.5)
-    assert result.loc["empathy_sensitivity", "count"] == 0
+    assert result.loc["empathy", "count"] == 0
 
 
 def test_rationale_distribution_rejects_an_unknown_value() -> None:

@@ -1,0 +1,345 @@
+"""Time the full agreement report on 1M human judgments and 2M judge calls in PostgreSQL.
+
+Run from the repository root, with DATABASE_URL pointing at a PostgreSQL server:
+
+    DJANGO_SETTINGS_MODULE=config.settings.test PYTHONPATH=. python benchmarks/bench_report.py
+
+The script works in a database of its own (DATABASE_URL's name + "_bench"), created, migrated and
+filled with COPY, and drops it at the end (unless --keep). It prints the time of each stage of the
+report (reading the rows, hashing them, each statistic) and the total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+import numpy as np
+
+
+def bench_database_url(url: str) -> tuple[str, str]:
+    """The benchmark's own database URL and name, next to the one in DATABASE_URL."""
+    parts = urlparse(url)
+    name = parts.path.lstrip("/") + "_bench"
+    return urlunparse(parts._replace(path="/" + name)), name
+
+
+def recreate_database(url: str, name: str, *, drop_only: bool = False) -> None:
+    import psycopg
+
+    admin = urlunparse(urlparse(url)._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+@contextmanager
+def stage(label: str, timings: dict[str, float]) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    timings[label] = time.perf_counter() - start
+    print(f"  {label:<38} {timings[label]:8.2f} s", flush=True)
+
+
+def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
+    """Create one study with enough pairs, 1 vote per (pair, rater) and calls in both orders."""
+    from django.db import connection
+
+    from annotation.models import Study, System
+    from judges.models import Judge, JudgeRun
+
+    rng = np.random.default_rng(seed)
+    n_systems, votes_per_pair = 8, 4
+    n_pairs = max(judgments // votes_per_pair, calls // (2 * judges))
+    pairs_per_prompt = n_systems * (n_systems - 1) // 2
+    n_prompts = -(-n_pairs // pairs_per_prompt)
+    study = Study.objects.create(slug="bench", name="Benchmark study")
+    systems = [System.objects.create(study=study, name=f"system-{i}") for i in range(n_systems)]
+    runs = [
+        JudgeRun.objects.create(
+            judge=Judge.objects.create(name=f"bench judge {j}", kind=Judge.Kind.LLM),
+            study=study,
+            status=JudgeRun.Status.DONE,
+        )
+        for j in range(judges)
+    ]
+    categories = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem"]
+    strength = rng.normal(0, 1, n_systems)
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        with raw.copy(
+            "COPY annotation_prompt (study_id, external_id, category, turns, created_at) FROM STDIN"
+        ) as copy:
+            for p in range(n_prompts):
+                copy.write_row((study.pk, f"q{p}", categories[p % 7], '["Q?"]', "2026-01-01"))
+        cursor.execute(
+            "SELECT id FROM annotation_prompt WHERE study_id = %s ORDER BY id", [study.pk]
+        )
+        prompt_ids = [row[0] for row in cursor.fetchall()]
+        with raw.copy(
+            "COPY annotation_answer (prompt_id, system_id, turns, leak_matches, leak_flagged, "
+            "created_at) FROM STDIN"
+        ) as copy:
+            for prompt_id in prompt_ids:
+                for system in systems:
+                    copy.write_row((prompt_id, system.pk, '["a"]', "[]", False, "2026-01-01"))
+        cursor.execute(
+            "SELECT a.id, a.prompt_id FROM annotation_answer a JOIN annotation_prompt p "
+            "ON p.id = a.prompt_id WHERE p.study_id = %s ORDER BY a.id",
+            [study.pk],
+        )
+        answers = np.array(cursor.fetchall(), dtype=np.int64).reshape(n_prompts, n_systems, 2)
+        combos = [(i, j) for i in range(n_systems) for j in range(i + 1, n_systems)]
+        pair_sys: list[tuple[int, int]] = []
+        with raw.copy(
+            "COPY annotation_pair (study_id, prompt_id, answer_a_id, answer_b_id, turn, source, "
+            "is_gold, gold_side, gold_kind, created_at) FROM STDIN"
+        ) as copy:
+            made = 0
+            for p in range(n_prompts):
+                for i, j in combos:
+                    if made == n_pairs:
+                        break
+                    copy.write_row(
+                        (
+                            study.pk,
+                            int(answers[p, i, 1]),
+                            int(answers[p, i, 0]),
+                            int(answers[p, j, 0]),
+                            1,
+                            "all_pairs",
+                            False,
+                            "",
+                            "",
+                            "2026-01-01",
+                        )
+                    )
+                    pair_sys.append((i, j))
+                    made += 1
+        cursor.execute("SELECT id FROM annotation_pair WHERE study_id = %s ORDER BY id", [study.pk])
+        pair_ids = np.array([row[0] for row in cursor.fetchall()], dtype=np.int64)
+        sys_a = np.array([s[0] for s in pair_sys])
+        sys_b = np.array([s[1] for s in pair_sys])
+        n_workers = 2000
+        with raw.copy(
+            "COPY annotation_worker (study_id, panel, external_id, state, created_at) FROM STDIN"
+        ) as copy:
+            for w in range(n_workers):
+                copy.write_row((study.pk, "imported", f"rater-{w}", "done", "2026-01-01"))
+        cursor.execute(
+            "SELECT id FROM annotation_worker WHERE study_id = %s ORDER BY id", [study.pk]
+        )
+        worker_ids = np.array([row[0] for row in cursor.fetchall()], dtype=np.int64)
+
+        def likert_for(idx: np.ndarray) -> np.ndarray:
+            # Better systems get lower (A-favouring) canonical scores, with noise.
+            gap = strength[sys_b[idx]] - strength[sys_a[idx]]
+            return np.clip(np.rint(4.5 - 1.5 * gap + rng.normal(0, 1.5, idx.size)), 1, 8)
+
+        def preference(likert: np.ndarray) -> np.ndarray:
+            return np.where(likert <= 3, "A", np.where(likert >= 6, "B", "tie"))
+
+        pair_idx = np.repeat(np.arange(n_pairs), votes_per_pair)[:judgments]
+        likert = likert_for(pair_idx).astype(int)
+        a_left = rng.random(judgments) < 0.5
+        shown = np.where(a_left, likert, 9 - likert)
+        prefs = preference(likert)
+        workers = worker_ids[
+            (pair_idx * 7 + np.tile(np.arange(votes_per_pair), n_pairs)[:judgments] * 389)
+            % n_workers
+        ]
+        with raw.copy(
+            "COPY annotation_humanjudgment (study_id, pair_id, worker_id, is_imported, a_left, "
+            "likert_shown, likert, preference, values, reason, acceptability_a, "
+            "acceptability_b, axes, comment, created_at) FROM STDIN"
+        ) as copy:
+            for k in range(judgments):
+                copy.write_row(
+                    (
+                        study.pk,
+                        int(pair_ids[pair_idx[k]]),
+                        int(workers[k]),
+                        True,
+                        bool(a_left[k]),
+                        int(shown[k]),
+                        int(likert[k]),
+                        str(prefs[k]),
+                        "[]",
+                        "",
+                        "",
+                        "",
+                        "{}",
+                        "",
+                        "2026-01-01",
+                    )
+                )
+        per_run = calls // (2 * judges)
+        with raw.copy(
+            'COPY judges_judgecall (run_id, pair_id, "order", status, request, raw_output, '
+            "likert_shown, likert, preference, verdict_label, values, parse_error, refusal, "
+            "error, tokens_in, tokens_out, cost_usd, model_version_reported, attempts, "
+            "created_at) FROM STDIN"
+        ) as copy:
+            for run in runs:
+                idx = np.arange(per_run)
+                for order in ("ab", "ba"):
+                    likert_c = likert_for(idx).astype(int)
+                    # A judge that leans towards the answer shown first.
+                    shown_c = np.where(order == "ab", likert_c, 9 - likert_c)
+                    shown_c = np.clip(shown_c - (rng.random(per_run) < 0.2), 1, 8)
+                    likert_c = shown_c if order == "ab" else 9 - shown_c
+                    prefs_c = preference(likert_c)
+                    for k in range(per_run):
+                        copy.write_row(
+                            (
+                                run.pk,
+                                int(pair_ids[k]),
+                                order,
+                                "done",
+                                "{}",
+                                "",
+                                int(shown_c[k]),
+                                int(likert_c[k]),
+                                str(prefs_c[k]),
+                                "",
+                                "[]",
+                                "",
+                                False,
+                                "",
+                                0,
+                                0,
+                                0,
+                                "",
+                                1,
+                                "2026-01-01",
+                            )
+                        )
+        cursor.execute("ANALYZE")
+    return study.pk
+
+
+def timed_report(study_id: int, rounds: dict[str, int], seed: int) -> dict[str, float]:
+    """Run the report's stages one by one, timing each, then the whole report."""
+    from annotation.models import Study
+    from leaderboard import selectors
+    from leaderboard.services import reports
+
+    study = Study.objects.get(pk=study_id)
+    params = reports.ReportParams(seed=seed, **rounds)
+    filters = selectors.VoteFilters()
+    timings: dict[str, float] = {}
+    with stage("read rows (selectors)", timings):
+        votes = selectors.study_votes_get(study=study, filters=filters)
+    print(
+        f"    {len(votes.human):,} human votes, {len(votes.calls):,} judge calls, "
+        f"{len(votes.pairs):,} pairs"
+    )
+    with stage("hash rows", timings):
+        selectors.votes_data_hash(votes=votes)
+    human, judges = votes.human, votes.judges
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("human vs human (vote level)", lambda: reports._agreement(human, None)),
+        ("human vs human bootstrap CI", lambda: reports._agreement_ci(human, None, params)),
+        ("Fleiss' kappa", lambda: reports._fleiss(human)),
+        ("Krippendorff's alpha (nominal+ordinal)", lambda: reports._alpha(human)),
+        ("judges vs human (vote+majority+kappa)", lambda: [
+            (reports._agreement(judges[judges["source"] == s.name], human),
+             reports._agreement(judges[judges["source"] == s.name], human, "majority"),
+             reports._kappas(judges[judges["source"] == s.name], human))
+            for s in votes.sources
+        ]),
+        ("position bias", lambda: [
+            reports._judge_position_bias(votes.calls[votes.calls["run_id"] == s.run_id], 0.95)
+            for s in votes.sources
+        ]),
+        ("per-category correlation", lambda: reports._per_category(
+            votes, [s.name for s in votes.sources]
+        )),
+        ("leaderboards (Elo x2, BT per source)", lambda: reports._leaderboards(
+            votes, [s.name for s in votes.sources], params
+        )),
+    ]  # fmt: skip
+    for label, step in steps:
+        with stage(label, timings):
+            step()
+    with stage("FULL REPORT (agreement_report_build)", timings):
+        reports.agreement_report_build(study=study, filters=filters, params=params)
+    return timings
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--judgments", type=int, default=1_000_000)
+    parser.add_argument("--calls", type=int, default=2_000_000)
+    parser.add_argument("--judges", type=int, default=2)
+    parser.add_argument("--elo-rounds", type=int, default=100)
+    parser.add_argument("--bt-rounds", type=int, default=100)
+    parser.add_argument("--ci-rounds", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse", action="store_true", help="use a kept benchmark database instead of filling one"
+    )
+    args = parser.parse_args()
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+    # Point the settings at the benchmark's database before Django reads them.
+    url, name = bench_database_url(
+        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord")
+    )
+    os.environ["DATABASE_URL"] = url
+    if not args.reuse:
+        recreate_database(url, name)
+    import django
+    from django.core.management import call_command
+    from django.db import connections
+
+    django.setup()
+    try:
+        if args.reuse:
+            from annotation.models import Study
+
+            study_id = Study.objects.get(slug="bench").pk
+            print(f"Reusing {name}")
+        else:
+            call_command("migrate", verbosity=0)
+            print(
+                f"Filling {name}: {args.judgments:,} human judgments, {args.calls:,} judge calls "
+                f"({args.judges} judges, both orders)"
+            )
+            start = time.perf_counter()
+            study_id = fill(
+                judgments=args.judgments, calls=args.calls, judges=args.judges, seed=args.seed
+            )
+            print(f"  filled with COPY in {time.perf_counter() - start:.1f} s")
+        print(
+            f"Report stages (ci_rounds={args.ci_rounds}, elo_rounds={args.elo_rounds}, "
+            f"bt_rounds={args.bt_rounds}):"
+        )
+        timings = timed_report(
+            study_id,
+            {
+                "ci_rounds": args.ci_rounds,
+                "elo_rounds": args.elo_rounds,
+                "bt_rounds": args.bt_rounds,
+            },
+            args.seed,
+        )
+        total = timings["FULL REPORT (agreement_report_build)"]
+        print(f"Full report: {total:.2f} s (target: under 10 s)")
+    finally:
+        connections.close_all()
+        if not (args.keep or args.reuse):
+            recreate_database(url, name, drop_only=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

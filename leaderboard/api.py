@@ -1,0 +1,172 @@
+"""Read-only API for researchers: their studies, a study's agreement report and its raw rows.
+
+One small API class per operation, each with its own output serializer. Session authentication;
+researchers see the studies they are members of, admins every study, anyone else none (a study
+they may not read is a 404, as on the pages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+from rest_framework import serializers
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.schemas.openapi import AutoSchema
+from rest_framework.views import APIView
+
+from annotation.models import HumanJudgment, Pair, Study
+from annotation.selectors.studies import study_get_for_user
+from judges.models import JudgeCall
+from leaderboard.forms import AnalysisFilterForm
+from leaderboard.selectors import api_study_list
+from leaderboard.services.reports import agreement_report_snapshot
+
+
+def _study(request: Request, slug: str) -> Study:
+    try:
+        return study_get_for_user(user=request.user, slug=slug)
+    except Study.DoesNotExist as exc:
+        raise Http404("No such study.") from exc
+
+
+class _Page(PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class _SchemaSerializerMixin:
+    """Let DRF's schema generator describe the response with the output serializer."""
+
+    OutputSerializer: type[serializers.Serializer[Any]]
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> serializers.Serializer[Any]:
+        return self.OutputSerializer(*args, **kwargs)
+
+
+class StudyListApi(_SchemaSerializerMixin, APIView):
+    """The studies the user may read, with their counts."""
+
+    permission_classes = [IsAuthenticated]
+    schema = AutoSchema(operation_id_base="Study", component_name="Study", tags=["studies"])
+
+    class OutputSerializer(serializers.Serializer[Study]):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        status = serializers.CharField()
+        notes = serializers.CharField()
+        prompt_count = serializers.IntegerField()
+        pair_count = serializers.IntegerField()
+        judgment_count = serializers.IntegerField()
+
+    def get(self, request: Request) -> Response:
+        studies = api_study_list(user=request.user)
+        return Response(self.OutputSerializer(studies, many=True).data)  # type: ignore[arg-type]
+
+
+class StudyReportApi(APIView):
+    """The study's agreement report (the JSON of `agreement_report`), for the query's filters:
+    category, turn, exclude_gold, raters (experts|all), run (repeatable judge run id)."""
+
+    permission_classes = [IsAuthenticated]
+    schema = AutoSchema(operation_id_base="StudyReport", tags=["reports"])
+
+    def get(self, request: Request, slug: str) -> Response:
+        study = _study(request, slug)
+        form = AnalysisFilterForm(request.query_params, study=study)
+        if not form.is_valid():
+            raise serializers.ValidationError(form.errors.get_json_data())
+        snapshot = agreement_report_snapshot(study=study, filters=form.filters())
+        return Response(snapshot.payload)
+
+
+class _RowsApi(_SchemaSerializerMixin, APIView):
+    permission_classes = [IsAuthenticated]
+    pagination_class = _Page
+
+    def rows(self, study: Study) -> QuerySet[Any]:
+        raise NotImplementedError
+
+    def get(self, request: Request, slug: str) -> Response:
+        study = _study(request, slug)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(self.rows(study), request, view=self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class StudyPairListApi(_RowsApi):
+    """The study's pairs (agreement units), by id."""
+
+    schema = AutoSchema(operation_id_base="StudyPair", component_name="Pair", tags=["rows"])
+
+    class OutputSerializer(serializers.Serializer[Pair]):
+        id = serializers.IntegerField()
+        prompt = serializers.CharField(source="prompt.external_id")
+        category = serializers.CharField(source="prompt.category")
+        turn = serializers.IntegerField()
+        system_a = serializers.CharField(source="answer_a.system.name")
+        system_b = serializers.CharField(source="answer_b.system.name")
+        source = serializers.CharField()  # type: ignore[assignment]
+        is_gold = serializers.BooleanField()
+        gold_side = serializers.CharField()
+
+    def rows(self, study: Study) -> QuerySet[Any]:
+        return (
+            Pair.objects.filter(study=study)
+            .select_related("prompt", "answer_a__system", "answer_b__system")
+            .order_by("pk")
+        )
+
+
+class StudyJudgmentListApi(_RowsApi):
+    """The study's human judgments, by id; the rater is the panel's participant id."""
+
+    schema = AutoSchema(operation_id_base="StudyJudgment", component_name="Judgment", tags=["rows"])
+
+    class OutputSerializer(serializers.Serializer[HumanJudgment]):
+        id = serializers.IntegerField()
+        pair = serializers.IntegerField(source="pair_id")
+        panel = serializers.CharField(source="worker.panel")
+        rater = serializers.CharField(source="worker.external_id")
+        is_imported = serializers.BooleanField()
+        a_left = serializers.BooleanField(allow_null=True)
+        likert_shown = serializers.IntegerField(allow_null=True)
+        likert = serializers.IntegerField(allow_null=True)
+        preference = serializers.CharField()
+        values = serializers.ListField(child=serializers.CharField())
+        reason = serializers.CharField()
+        duration_ms = serializers.IntegerField(allow_null=True)
+        created_at = serializers.DateTimeField()
+
+    def rows(self, study: Study) -> QuerySet[Any]:
+        return HumanJudgment.objects.filter(study=study).select_related("worker").order_by("pk")
+
+
+class StudyCallListApi(_RowsApi):
+    """The judge calls on the study's pairs, by id, with the raw output."""
+
+    schema = AutoSchema(operation_id_base="StudyCall", component_name="JudgeCall", tags=["rows"])
+
+    class OutputSerializer(serializers.Serializer[JudgeCall]):
+        id = serializers.IntegerField()
+        run = serializers.IntegerField(source="run_id")
+        judge = serializers.CharField(source="run.judge.name")
+        pair = serializers.IntegerField(source="pair_id")
+        order = serializers.CharField()
+        status = serializers.CharField()
+        likert_shown = serializers.IntegerField(allow_null=True)
+        likert = serializers.IntegerField(allow_null=True)
+        preference = serializers.CharField()
+        verdict_label = serializers.CharField()
+        parse_error = serializers.CharField()
+        raw_output = serializers.CharField()
+        cost_usd = serializers.DecimalField(max_digits=12, decimal_places=8)
+
+    def rows(self, study: Study) -> QuerySet[Any]:
+        calls = JudgeCall.objects.filter(run__study=study).select_related("run__judge")
+        return calls.order_by("pk")

@@ -1,0 +1,51 @@
+"""The analysis page's filters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from annotation.models import Study
+from leaderboard.selectors import VoteFilters, study_filter_choices
+
+
+class AnalysisFilterForm(forms.Form):
+    """Category, turn, gold, raters and judge runs; every field optional."""
+
+    category = forms.ChoiceField(required=False)
+    turn = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
+    exclude_gold = forms.BooleanField(required=False, label="Exclude gold pairs")
+    raters = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "Default (experts when the study has expert_* raters)"),
+            ("experts", "Experts only"),
+            ("all", "All raters"),
+        ],
+    )
+    run = forms.TypedMultipleChoiceField(
+        required=False, coerce=int, label="Judge runs (none selected: all)"
+    )
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = study_filter_choices(study=study)
+        category, turn, run = self.fields["category"], self.fields["turn"], self.fields["run"]
+        assert isinstance(category, forms.ChoiceField)
+        assert isinstance(turn, forms.ChoiceField)
+        assert isinstance(run, forms.MultipleChoiceField)
+        category.choices = [("", "All categories")] + [(c, c) for c in choices["categories"]]
+        turn.choices = [("", "All turns")] + [(str(t), f"Turn {t}") for t in choices["turns"]]
+        run.choices = [(str(r["id"]), r["name"]) for r in choices["runs"]]
+
+    def filters(self) -> VoteFilters:
+        """The cleaned fields as report filters (call after is_valid)."""
+        data = self.cleaned_data
+        return VoteFilters(
+            category=data.get("category") or None,
+            turn=data.get("turn"),
+            exclude_gold=bool(data.get("exclude_gold")),
+            judge_run_ids=tuple(sorted(data["run"])) if data.get("run") else None,
+            raters=data.get("raters") or None,
+        )

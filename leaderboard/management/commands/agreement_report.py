@@ -1,0 +1,89 @@
+"""Write a study's agreement report as JSON, CSV or HTML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.template.loader import render_to_string
+
+from annotation.models import Study
+from leaderboard.presentation import report_plots, report_tables
+from leaderboard.selectors import VoteFilters
+from leaderboard.services.reports import (
+    ReportParams,
+    agreement_report_snapshot,
+    report_to_csv,
+    report_to_json,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Compute a study's agreement report (stored as a snapshot) and write it as JSON, CSV or "
+        "HTML to --output or standard output."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True, help="study slug")
+        parser.add_argument("--format", choices=["json", "csv", "html"], default="json")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--output", type=Path, help="file to write (default: stdout)")
+        parser.add_argument("--turn", type=int, help="only pairs at this turn")
+        parser.add_argument("--category", help="only prompts of this category")
+        parser.add_argument("--exclude-gold", action="store_true", help="leave gold pairs out")
+        parser.add_argument(
+            "--judge-run", type=int, action="append", help="only this judge run (repeatable)"
+        )
+        parser.add_argument(
+            "--raters",
+            choices=["experts", "all"],
+            help="experts: only raters named expert_*; default experts when the study has them",
+        )
+        parser.add_argument("--elo-rounds", type=int, default=ReportParams.elo_rounds)
+        parser.add_argument("--bt-rounds", type=int, default=ReportParams.bt_rounds)
+        parser.add_argument("--ci-rounds", type=int, default=ReportParams.ci_rounds)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            study = Study.objects.get(slug=options["study"])
+        except Study.DoesNotExist as exc:
+            raise CommandError(f"--study {options['study']!r}: no such study") from exc
+        for name in ("elo_rounds", "bt_rounds", "ci_rounds"):
+            if options[name] < 1:
+                raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
+        filters = VoteFilters(
+            category=options["category"],
+            turn=options["turn"],
+            exclude_gold=options["exclude_gold"],
+            judge_run_ids=tuple(options["judge_run"]) if options["judge_run"] else None,
+            raters=options["raters"],
+        )
+        params = ReportParams(
+            seed=options["seed"],
+            ci_rounds=options["ci_rounds"],
+            elo_rounds=options["elo_rounds"],
+            bt_rounds=options["bt_rounds"],
+        )
+        snapshot = agreement_report_snapshot(study=study, filters=filters, params=params)
+        report = snapshot.payload
+        if options["format"] == "json":
+            data = report_to_json(report)
+        elif options["format"] == "csv":
+            data = report_to_csv(report)
+        else:
+            data = render_to_string(
+                "leaderboard/report_standalone.html",
+                {
+                    "report": report,
+                    "study": study,
+                    "tables": report_tables(report),
+                    "plots": report_plots(report),
+                },
+            ).encode("utf-8")
+        if options["output"] is None:
+            self.stdout.write(data.decode("utf-8"), ending="")
+        else:
+            options["output"].write_bytes(data)
+            self.stderr.write(f"Wrote {options['output']} ({len(data)} bytes).")

@@ -1,0 +1,615 @@
+"""Reads for the analysis: a study's votes as long-format DataFrames, filtered.
+
+Each frame is built from `values_list` over one table at a time (no per-row queries), then joined
+in pandas on the pair id, so a million judgments cost a few column scans rather than a million
+model instances.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import Model, Q, QuerySet
+from django.http import HttpRequest
+
+from annotation.models import HumanJudgment, Pair, Study, Worker
+from annotation.selectors.studies import study_list_with_counts
+from judges.models import JudgeCall, JudgeRun
+from leaderboard.models import ReportSnapshot
+
+RaterSet = Literal["all", "experts"]
+EXPERT_PREFIX = "expert_"
+
+PAIR_COLUMNS = [
+    "pair_id",
+    "prompt_id",
+    "prompt_external_id",
+    "category",
+    "turn",
+    "is_gold",
+    "gold_side",
+    "gold_kind",
+    "system_a",
+    "system_b",
+]
+HUMAN_COLUMNS = [
+    "id",
+    "pair_id",
+    "rater",
+    "label",
+    "likert",
+    "likert_shown",
+    "a_left",
+    "is_imported",
+]
+CALL_COLUMNS = ["pair_id", "run_id", "order", "label", "likert", "likert_shown", "verdict_label"]
+VOTE_COLUMNS = [
+    "pair_id",
+    "rater",
+    "source",
+    "label",
+    "likert",
+    "likert_shown",
+    "shown_first",
+    "category",
+    "turn",
+    "is_gold",
+    "is_imported",
+    "system_a",
+    "system_b",
+]
+
+
+@dataclass(frozen=True)
+class VoteFilters:
+    """Which votes a report reads. `raters=None` means: experts when the study has raters named
+    expert_* (MT-Bench's published data), all raters otherwise."""
+
+    category: str | None = None
+    turn: int | None = None
+    exclude_gold: bool = False
+    judge_run_ids: tuple[int, ...] | None = None
+    raters: RaterSet | None = None
+
+    def as_params(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "turn": self.turn,
+            "exclude_gold": self.exclude_gold,
+            "judge_run_ids": list(self.judge_run_ids) if self.judge_run_ids is not None else None,
+            "raters": self.raters,
+        }
+
+
+@dataclass(frozen=True)
+class JudgeSource:
+    """One judge run as a source of votes in a report."""
+
+    name: str
+    run_id: int
+    judge_name: str
+    judge_kind: str
+    model_name: str
+    status: str
+
+
+@dataclass(frozen=True)
+class StudyVotes:
+    """A study's votes after filtering: people's, and each judge run's, one row per vote."""
+
+    pairs: pd.DataFrame
+    human: pd.DataFrame
+    judges: pd.DataFrame
+    sources: tuple[JudgeSource, ...]
+    raters: RaterSet
+    filters: VoteFilters
+    calls: pd.DataFrame = field(repr=False)
+
+
+def study_raters_resolve(*, study: Study, raters: RaterSet | None) -> RaterSet:
+    """Return the rater set a report uses: the one asked for, or the default for the study."""
+    if raters is not None:
+        return raters
+    has_experts = Worker.objects.filter(study=study, external_id__startswith=EXPERT_PREFIX).exists()
+    return "experts" if has_experts else "all"
+
+
+def _frame(
+    qs: QuerySet[Model],
+    fields: Sequence[str],
+    columns: Sequence[str],
+    *,
+    text: Sequence[str] = (),
+    flags: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Read `fields` of the queryset into a DataFrame with `columns`.
+
+    On PostgreSQL the database writes the rows as one CSV text (`string_agg`) that pandas parses:
+    an order of magnitude faster than a Python tuple, or a COPY message, per row for millions of
+    rows (the text must stay under PostgreSQL's 1 GB limit, some 30 million rows). `text`
+    columns come back as strings ("" for empty), `flags` as booleans (None when NULL).
+    """
+    rows = qs.order_by().values_list(*fields)
+    try:
+        sql, params = rows.query.sql_with_params()
+    except EmptyResultSet:
+        sql = ""
+    if not sql or connection.vendor != "postgresql":
+        frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
+        for column in flags:
+            frame[column] = frame[column].astype(object)
+    else:
+        aliases = [f"c{i}" for i in range(len(fields))]
+        cells = [
+            f"'\"' || replace(coalesce({alias}::text, ''), '\"', '\"\"') || '\"'"
+            if name in text
+            else f"coalesce({alias}::text, '')"
+            for name, alias in zip(columns, aliases, strict=True)
+        ]
+        aggregate = (
+            f"SELECT string_agg(concat_ws(',', {', '.join(cells)}), E'\\n') "
+            f"FROM ({sql}) AS t({', '.join(aliases)})"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(aggregate, params)
+            csv_text = cursor.fetchone()[0] or ""
+        frame = _read_csv(csv_text, columns, text=text, flags=flags)
+    for column in text:
+        frame[column] = frame[column].fillna("").astype(str).astype(object)
+    return frame
+
+
+def _read_csv(
+    csv_text: str, columns: Sequence[str], *, text: Sequence[str], flags: Sequence[str]
+) -> pd.DataFrame:
+    if not csv_text:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+    frame = pd.read_csv(
+        io.StringIO(csv_text),
+        names=list(columns),
+        header=None,
+        dtype={c: str for c in text} | {c: str for c in flags},
+        keep_default_na=False,
+        na_values={c: [""] for c in columns if c not in text},
+    )
+    for column in flags:
+        frame[column] = frame[column].map({"true": True, "false": False}).astype(object)
+        frame.loc[frame[column].isna(), column] = None
+    return frame
+
+
+def _pair_q(filters: VoteFilters, prefix: str = "") -> Q:
+    """The filters as a condition on pairs, or on rows that point at a pair through `prefix`."""
+    q = Q()
+    if filters.category is not None:
+        q &= Q(**{f"{prefix}prompt__category": filters.category})
+    if filters.turn is not None:
+        q &= Q(**{f"{prefix}turn": filters.turn})
+    if filters.exclude_gold:
+        q &= Q(**{f"{prefix}is_gold": False})
+    return q
+
+
+def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
+    """The study's pairs (agreement units) that pass the filters, with their systems."""
+    qs = Pair.objects.filter(_pair_q(filters), study=study)
+    frame = _frame(
+        qs,
+        (
+            "id",
+            "prompt_id",
+            "prompt__external_id",
+            "prompt__category",
+            "turn",
+            "is_gold",
+            "gold_side",
+            "gold_kind",
+            "answer_a__system__name",
+            "answer_b__system__name",
+        ),
+        PAIR_COLUMNS,
+        text=("prompt_external_id", "category", "gold_side", "gold_kind", "system_a", "system_b"),
+        flags=("is_gold",),
+    )
+    frame["is_gold"] = frame["is_gold"].astype(bool)
+    return frame.sort_values("pair_id", kind="stable").reset_index(drop=True)
+
+
+def study_judge_sources(*, study: Study, filters: VoteFilters) -> tuple[JudgeSource, ...]:
+    """The judge runs a report reads: those named in the filters, or every run of the study.
+
+    A judge with one run is named by the judge's name; a judge with several by name and run id.
+    """
+    qs = JudgeRun.objects.filter(study=study).select_related("judge").order_by("judge__name", "pk")
+    if filters.judge_run_ids is not None:
+        qs = qs.filter(pk__in=filters.judge_run_ids)
+    runs = list(qs)
+    per_judge: dict[str, int] = {}
+    for run in runs:
+        per_judge[run.judge.name] = per_judge.get(run.judge.name, 0) + 1
+    return tuple(
+        JudgeSource(
+            name=run.judge.name
+            if per_judge[run.judge.name] == 1
+            else f"{run.judge.name} (run {run.pk})",
+            run_id=run.pk,
+            judge_name=run.judge.name,
+            judge_kind=run.judge.kind,
+            model_name=run.judge.model_name,
+            status=run.status,
+        )
+        for run in runs
+    )
+
+
+def _scores_as_float(frame: pd.DataFrame) -> pd.DataFrame:
+    """Likert columns as floats with NaN for missing, so pandas aggregates them natively."""
+    for column in ("likert", "likert_shown"):
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    return frame
+
+
+def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.DataFrame:
+    qs = HumanJudgment.objects.filter(_pair_q(filters, "pair__"), study=study).exclude(
+        preference=""
+    )
+    if raters == "experts":
+        qs = qs.filter(worker__external_id__startswith=EXPERT_PREFIX)
+    frame = _frame(
+        qs,
+        (
+            "id",
+            "pair_id",
+            "worker_id",
+            "preference",
+            "likert",
+            "likert_shown",
+            "a_left",
+            "is_imported",
+        ),
+        HUMAN_COLUMNS,
+        text=("label",),
+        flags=("a_left", "is_imported"),
+    )
+    frame = _scores_as_float(frame)
+    frame["rater"] = "w" + frame["rater"].astype(str)
+    return frame
+
+
+def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.DataFrame:
+    run_ids = [s.run_id for s in sources]
+    qs = JudgeCall.objects.filter(
+        _pair_q(filters, "pair__"), run_id__in=run_ids, status=JudgeCall.Status.DONE
+    ).exclude(preference="")
+    frame = _frame(
+        qs,
+        ("pair_id", "run_id", "order", "preference", "likert", "likert_shown", "verdict_label"),
+        CALL_COLUMNS,
+        text=("order", "label", "verdict_label"),
+    )
+    return _scores_as_float(frame)
+
+
+def judge_votes_combine(calls: pd.DataFrame) -> pd.DataFrame:
+    """One vote per (run, pair) from a judge's calls, as MT-Bench combines both orders.
+
+    A verdict given on both orders at once (`both`) is the vote. Otherwise the A-first and
+    B-first verdicts agree and give the vote, or disagree and give a tie ("inconsistent", as in
+    Zheng et al. 2023); a pair judged in one order only takes that verdict. The canonical Likert
+    vote is the mean of the orders' canonical scores when both have one.
+    """
+    if calls.empty:
+        return pd.DataFrame(columns=["run_id", "pair_id", "label", "likert"])
+    ordered = calls.sort_values(["run_id", "pair_id", "order"], kind="stable")
+    grouped = ordered.groupby(["run_id", "pair_id"], sort=True)
+    first_label = grouped["label"].first()
+    n_labels = grouped["label"].nunique()
+    label = first_label.where(n_labels == 1, "tie")
+    likert = grouped["likert"].mean()
+    out = pd.DataFrame({"label": label, "likert": likert}).reset_index()
+    return out
+
+
+def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
+    """Gather the study's votes for a report: people's and every selected judge run's."""
+    raters = study_raters_resolve(study=study, raters=filters.raters)
+    pairs = study_pairs_frame(study=study, filters=filters)
+    human = _human_frame(study=study, filters=filters, raters=raters)
+    sources = study_judge_sources(study=study, filters=filters)
+    calls = _calls_frame(sources=sources, filters=filters)
+    combined = judge_votes_combine(calls)
+    name_of_run = {s.run_id: s.name for s in sources}
+    combined["source"] = combined["run_id"].map(name_of_run)
+    combined["rater"] = combined["source"]
+    # What was shown first, for position bias: only live calls in one order know it.
+    human_cols = pairs.set_index("pair_id")
+    human = human.join(human_cols, on="pair_id")
+    human["source"] = "human"
+    human["shown_first"] = human["a_left"].map({True: "A", False: "B"}).astype(object)
+    human.loc[human["a_left"].isna(), "shown_first"] = None
+    # Sorted by judgment id (unique), so the same rows always come in the same order.
+    human = human.sort_values("id", kind="stable")[VOTE_COLUMNS].reset_index(drop=True)
+    judges = combined.join(human_cols, on="pair_id")
+    judges["likert_shown"] = None
+    judges["shown_first"] = None
+    judges["is_imported"] = judges["run_id"].map(
+        {s.run_id: s.status == JudgeRun.Status.IMPORTED for s in sources}
+    )
+    judges = (
+        judges[[*VOTE_COLUMNS, "run_id"]]
+        .sort_values(["run_id", "pair_id"], kind="stable")
+        .reset_index(drop=True)
+    )
+    return StudyVotes(
+        pairs=pairs,
+        human=human,
+        judges=judges,
+        sources=sources,
+        raters=raters,
+        filters=filters,
+        calls=calls.sort_values(["run_id", "pair_id", "order"], kind="stable").reset_index(
+            drop=True
+        ),
+    )
+
+
+def votes_data_hash(*, votes: StudyVotes) -> str:
+    """SHA-256 of the rows a report is computed from, in a fixed order and text form."""
+    digest = hashlib.sha256()
+    for name, frame in (
+        ("pairs", votes.pairs),
+        ("human", votes.human),
+        ("calls", votes.calls),
+    ):
+        digest.update(f"[{name}:{','.join(frame.columns)}:{len(frame)}]".encode())
+        # pandas' row hash (fixed key, so stable across runs) of every value in order.
+        row_hashes = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+        digest.update(row_hashes.tobytes())
+    return digest.hexdigest()
+
+
+def report_snapshot_find(
+    *, study: Study, params_hash: str, data_hash: str
+) -> ReportSnapshot | None:
+    """The stored report for these parameters and these rows, if one was computed."""
+    return (
+        ReportSnapshot.objects.filter(study=study, params_hash=params_hash, data_hash=data_hash)
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def study_filter_choices(*, study: Study) -> dict[str, list[Any]]:
+    """Categories, turns and judge runs a researcher may filter the study's analysis by."""
+    pairs = Pair.objects.filter(study=study).order_by()
+    categories = sorted(set(pairs.values_list("prompt__category", flat=True)) - {""})
+    turns = sorted(set(pairs.values_list("turn", flat=True)))
+    runs = [
+        {"id": s.run_id, "name": s.name}
+        for s in study_judge_sources(study=study, filters=VoteFilters())
+    ]
+    has_gold = pairs.filter(Q(is_gold=True)).exists()
+    return {"categories": categories, "turns": turns, "runs": runs, "has_gold": [has_gold]}
+
+
+EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    # table: ((ORM field, column name), ...); text columns are those not numeric or boolean.
+    "pairs": (
+        ("id", "pair_id"),
+        ("prompt__external_id", "prompt"),
+        ("prompt__category", "category"),
+        ("turn", "turn"),
+        ("answer_a_id", "answer_a_id"),
+        ("answer_a__system__name", "system_a"),
+        ("answer_b_id", "answer_b_id"),
+        ("answer_b__system__name", "system_b"),
+        ("source", "source"),
+        ("is_gold", "is_gold"),
+        ("gold_side", "gold_side"),
+        ("gold_kind", "gold_kind"),
+    ),
+    "judgments": (
+        ("id", "judgment_id"),
+        ("pair_id", "pair_id"),
+        ("pair__prompt__external_id", "prompt"),
+        ("pair__turn", "turn"),
+        ("worker__panel", "panel"),
+        ("worker__external_id", "rater"),
+        ("is_imported", "is_imported"),
+        ("a_left", "a_left"),
+        ("likert_shown", "likert_shown"),
+        ("likert", "likert"),
+        ("preference", "preference"),
+        ("values", "values"),
+        ("reason", "reason"),
+        ("comment", "comment"),
+        ("duration_ms", "duration_ms"),
+        ("created_at", "created_at"),
+    ),
+    "calls": (
+        ("id", "call_id"),
+        ("run_id", "run_id"),
+        ("run__judge__name", "judge"),
+        ("pair_id", "pair_id"),
+        ("order", "order"),
+        ("status", "status"),
+        ("likert_shown", "likert_shown"),
+        ("likert", "likert"),
+        ("preference", "preference"),
+        ("verdict_label", "verdict_label"),
+        ("score_a", "score_a"),
+        ("score_b", "score_b"),
+        ("parse_error", "parse_error"),
+        ("refusal", "refusal"),
+        ("tokens_in", "tokens_in"),
+        ("tokens_out", "tokens_out"),
+        ("cost_usd", "cost_usd"),
+        ("latency_ms", "latency_ms"),
+        ("model_version_reported", "model_version_reported"),
+        ("raw_output", "raw_output"),
+    ),
+}
+_EXPORT_FLAGS = {"is_gold", "is_imported", "a_left", "refusal"}
+_EXPORT_NUMBERS = {
+    "pair_id",
+    "turn",
+    "answer_a_id",
+    "answer_b_id",
+    "judgment_id",
+    "likert_shown",
+    "likert",
+    "duration_ms",
+    "call_id",
+    "run_id",
+    "score_a",
+    "score_b",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "latency_ms",
+}
+
+
+def study_export_frame(*, study: Study, table: str) -> pd.DataFrame:
+    """A study's raw rows of one table (pairs, judgments or calls), sorted by id."""
+    if table not in EXPORT_TABLES:
+        raise ValueError(f"table must be one of {sorted(EXPORT_TABLES)}, not {table!r}")
+    fields = [f for f, _ in EXPORT_TABLES[table]]
+    columns = [c for _, c in EXPORT_TABLES[table]]
+    qs: QuerySet[Any]
+    if table == "pairs":
+        qs = Pair.objects.filter(study=study)
+    elif table == "judgments":
+        qs = HumanJudgment.objects.filter(study=study)
+    else:
+        qs = JudgeCall.objects.filter(run__study=study)
+    frame = _frame(
+        qs,
+        fields,
+        columns,
+        text=[c for c in columns if c not in _EXPORT_FLAGS | _EXPORT_NUMBERS],
+        flags=[c for c in columns if c in _EXPORT_FLAGS],
+    )
+    return frame.sort_values(columns[0], kind="stable").reset_index(drop=True)
+
+
+def api_schema_get(*, request: HttpRequest) -> list[dict[str, Any]]:
+    """The analysis API's operations from its OpenAPI schema: path, method, summary, params."""
+    from rest_framework.schemas.openapi import SchemaGenerator
+
+    generator = SchemaGenerator(
+        title="Concord analysis API", urlconf="leaderboard.api_urls", url="/api/v1/"
+    )
+    schema = generator.get_schema(request=None, public=True) or {}
+    operations = []
+    for path, methods in sorted(schema.get("paths", {}).items()):
+        for method, operation in sorted(methods.items()):
+            operations.append(
+                {
+                    "path": path,
+                    "method": method.upper(),
+                    "summary": operation.get("description", ""),
+                    "parameters": [p.get("name") for p in operation.get("parameters", [])],
+                }
+            )
+    return operations
+
+
+def api_study_list(*, user: User | AnonymousUser) -> QuerySet[Study]:
+    """The studies the user may read, with their counts, by slug."""
+    return study_list_with_counts(user=user).order_by("slug")
+
+
+@dataclass(frozen=True)
+class UnitRow:
+    """One agreement unit in a drill-down list: the people's votes and each judge's vote."""
+
+    pair_id: int
+    prompt: str
+    category: str
+    turn: int
+    system_a: str
+    system_b: str
+    human_a: int
+    human_b: int
+    human_tie: int
+    majority: str
+    judges: dict[str, str]
+
+
+def unit_rows_get(
+    *, votes: StudyVotes, judge: str | None = None, disagree: bool = False
+) -> list[UnitRow]:
+    """The units behind a report cell: every unit with votes, or with `judge` and `disagree`,
+    those where that judge's vote differs from the people's majority label (a tied majority is
+    a tie, as in the report's majority level)."""
+    human = votes.human
+    counts = human.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
+    counts = counts.reindex(columns=["A", "B", "tie"], fill_value=0)
+    values = counts.to_numpy()
+    top = values.max(axis=1, keepdims=True) if len(values) else values
+    unique = (values == top).sum(axis=1) == 1 if len(values) else []
+    majority = pd.Series(
+        [
+            ("A", "B", "tie")[int(row.argmax())] if is_unique else "tie"
+            for row, is_unique in zip(values, unique, strict=True)
+        ],
+        index=counts.index,
+        dtype=object,
+    )
+    judge_votes = {
+        source: votes.judges[votes.judges["source"] == source].set_index("pair_id")["label"]
+        for source in sorted(set(votes.judges["source"].tolist()))
+    }
+    units = votes.pairs.set_index("pair_id")
+    wanted = units.index.intersection(counts.index.union(votes.judges["pair_id"].unique()))
+    if judge is not None:
+        if judge not in judge_votes:
+            return []
+        wanted = wanted.intersection(judge_votes[judge].index)
+        if disagree:
+            mine = judge_votes[judge].reindex(wanted)
+            theirs = majority.reindex(wanted)
+            wanted = wanted[(theirs.notna() & (mine != theirs)).to_numpy()]
+    rows = []
+    for pair_id in sorted(wanted):
+        unit = units.loc[pair_id]
+        tally = counts.loc[pair_id] if pair_id in counts.index else None
+        rows.append(
+            UnitRow(
+                pair_id=int(pair_id),
+                prompt=str(unit["prompt_external_id"]),
+                category=str(unit["category"]),
+                turn=int(unit["turn"]),
+                system_a=str(unit["system_a"]),
+                system_b=str(unit["system_b"]),
+                human_a=int(tally["A"]) if tally is not None else 0,
+                human_b=int(tally["B"]) if tally is not None else 0,
+                human_tie=int(tally["tie"]) if tally is not None else 0,
+                majority=str(majority.get(pair_id, "")),
+                judges={s: str(v.get(pair_id, "")) for s, v in judge_votes.items()},
+            )
+        )
+    return rows
+
+
+def unit_detail_get(*, study: Study, pair_id: int) -> dict[str, Any]:
+    """One unit with both answers, every human judgment and every judge call on it."""
+    pair = (
+        Pair.objects.select_related("prompt", "answer_a__system", "answer_b__system")
+        .filter(study=study)
+        .get(pk=pair_id)
+    )
+    judgments = list(
+        HumanJudgment.objects.filter(pair=pair).select_related("worker").order_by("pk")
+    )
+    calls = list(JudgeCall.objects.filter(pair=pair).select_related("run__judge").order_by("pk"))
+    return {"pair": pair, "judgments": judgments, "calls": calls}

@@ -1,0 +1,549 @@
+"""The agreement report: every number of the analysis pages, from the raw rows, reproducibly.
+
+The report is a plain dict (JSON-ready). The same rows, parameters and seed give the same bytes
+from `report_to_json`: keys are sorted, floats are written with 10 significant digits, NaN
+becomes null, and nothing in the payload depends on the clock.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import itertools
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, is_dataclass
+from functools import cache
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.conf import settings
+from django.db import transaction
+
+from annotation.models import Study
+from leaderboard.models import ReportSnapshot
+from leaderboard.selectors import (
+    StudyVotes,
+    VoteFilters,
+    report_snapshot_find,
+    study_votes_get,
+    votes_data_hash,
+)
+from leaderboard.stats.agreement import (
+    bootstrap_agreement_ci,
+    cohen_kappa,
+    fleiss_kappa,
+    krippendorff_alpha_from_long,
+    pairwise_agreement,
+    pairwise_agreement_by_unit,
+)
+from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.correlation import correlation
+from leaderboard.stats.likert import preference_sign
+from leaderboard.stats.proportion import wilson_interval
+from leaderboard.stats.ranking import rank_correlation
+from leaderboard.stats.ratings import bradley_terry, elo_bootstrap
+
+REPORT_SCHEMA_VERSION = 1
+HUMAN = "human"
+LABELS = ("A", "B", "tie")
+DEFINITION = (
+    "Vote-level agreement as in MT-Bench (Zheng et al. 2023, Table 2): a unit is (prompt, "
+    "unordered pair of answers, turn). A judge's single vote on a unit is compared with each human "
+    "vote on it; human vs human compares every unordered pair of votes on a unit by different "
+    "raters. with_ties (S1): tie is a class of its own; without_ties (S2): only comparisons where "
+    "neither side voted tie. A judge judged in both orders votes its verdict when the two agree "
+    "and tie when they do not. Majority level compares each source's majority label per unit (a "
+    "tied majority is a tie)."
+)
+RATERS_DEFINITION = {
+    "experts": "only raters whose id starts with expert_ (MT-Bench's experts; authors left out)",
+    "all": "every rater",
+}
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    """Statistical parameters of a report (filters are separate)."""
+
+    seed: int = 0
+    ci_rounds: int = 1000
+    elo_rounds: int = 100
+    bt_rounds: int = 100
+    confidence: float = 0.95
+
+
+@cache
+def software_version() -> str:
+    """Concord's version, as pyproject.toml states it."""
+    with (settings.BASE_DIR / "pyproject.toml").open("rb") as handle:
+        return str(tomllib.load(handle)["project"]["version"])
+
+
+def _library_versions() -> dict[str, str]:
+    versions = {}
+    for name in ("numpy", "pandas", "scipy", "krippendorff", "django"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "unknown"
+    return versions
+
+
+def _clean(value: Any) -> Any:
+    """Make a value JSON-ready with a fixed float format; NaN and infinities become None."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return _clean(asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        if not math.isfinite(number):
+            return None
+        return float(format(number, ".10g"))
+    if value is None or isinstance(value, str):
+        return value
+    if value is pd.NA:
+        return None
+    raise TypeError(f"cannot put {type(value).__name__} into a report")
+
+
+def _count(agree: int, total: int) -> dict[str, Any]:
+    return {"agree": int(agree), "total": int(total), "rate": agree / total if total else None}
+
+
+def _agreement(votes: pd.DataFrame, other: pd.DataFrame | None, level: str = "vote") -> Any:
+    result = pairwise_agreement(votes, other, level=level, key="pair_id")  # type: ignore[arg-type]
+    return {
+        "with_ties": _count(result.s1.agree, result.s1.total),
+        "without_ties": _count(result.s2.agree, result.s2.total),
+    }
+
+
+def _agreement_ci(
+    votes: pd.DataFrame, other: pd.DataFrame | None, params: ReportParams
+) -> dict[str, Any]:
+    per_unit = pairwise_agreement_by_unit(votes, other, key="pair_id")
+    out: dict[str, Any] = {}
+    for name, suffix in (("with_ties", "s1"), ("without_ties", "s2")):
+        interval = bootstrap_agreement_ci(
+            per_unit[f"agree_{suffix}"].to_numpy(),
+            per_unit[f"total_{suffix}"].to_numpy(),
+            rounds=params.ci_rounds,
+            confidence=params.confidence,
+            seed=params.seed,
+        )
+        out[name] = {"lower": interval.lower, "upper": interval.upper}
+    out["confidence"] = params.confidence
+    out["rounds"] = params.ci_rounds
+    out["units"] = int(len(per_unit))
+    return out
+
+
+def _fleiss(human: pd.DataFrame) -> dict[str, Any]:
+    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes."""
+    counts = human.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
+    counts = counts.reindex(columns=list(LABELS), fill_value=0)
+    per_unit = counts.sum(axis=1)
+    rated = per_unit[per_unit >= 2]
+    if rated.empty:
+        return {"kappa": None, "units": 0, "votes_per_unit": None}
+    modal = int(rated.value_counts().sort_index().idxmax())
+    table = counts[per_unit == modal]
+    return {"kappa": fleiss_kappa(table.to_numpy()), "units": len(table), "votes_per_unit": modal}
+
+
+def _alpha(human: pd.DataFrame) -> dict[str, Any]:
+    nominal = krippendorff_alpha_from_long(
+        human["pair_id"].to_numpy(), human["label"].to_numpy(), "nominal"
+    )
+    likert = human.dropna(subset=["likert"])
+    ordinal = (
+        krippendorff_alpha_from_long(
+            likert["pair_id"].to_numpy(), likert["likert"].astype(float).to_numpy(), "ordinal"
+        )
+        if not likert.empty
+        else None
+    )
+    return {"nominal_preference": nominal, "ordinal_likert": ordinal}
+
+
+def _majority(frame: pd.DataFrame) -> pd.Series:
+    counts = frame.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
+    counts = counts.reindex(columns=list(LABELS), fill_value=0)
+    values = counts.to_numpy()
+    top = values.max(axis=1, keepdims=True)
+    unique = (values == top).sum(axis=1) == 1
+    labels = np.where(unique, np.array(LABELS, dtype=object)[values.argmax(axis=1)], "tie")
+    return pd.Series(labels, index=counts.index)
+
+
+def _kappas(judge: pd.DataFrame, human: pd.DataFrame) -> dict[str, Any]:
+    """Cohen's kappa of the judge against the people's majority label, unit by unit, and the
+    quadratic-weighted kappa of canonical Likert scores vote by vote when both have them."""
+    people = _majority(human)
+    mine = judge.set_index("pair_id")["label"]
+    both = people.index.intersection(mine.index)
+    kappa = (
+        cohen_kappa(mine.loc[both].to_numpy(), people.loc[both].to_numpy(), categories=LABELS)
+        if len(both)
+        else None
+    )
+    judged = judge.dropna(subset=["likert"])[["pair_id", "likert"]]
+    rated = human.dropna(subset=["likert"])[["pair_id", "likert"]]
+    weighted = None
+    n_weighted = 0
+    if not judged.empty and not rated.empty:
+        merged = rated.merge(judged, on="pair_id", suffixes=("_human", "_judge"))
+        # A judge's two orders may average to a half point; its vote is rounded half up.
+        judge_scores = np.floor(merged["likert_judge"].astype(float) + 0.5).astype(int)
+        n_weighted = len(merged)
+        if n_weighted:
+            weighted = cohen_kappa(
+                judge_scores.to_numpy(),
+                merged["likert_human"].astype(int).to_numpy(),
+                "quadratic",
+                categories=list(range(1, 9)),
+            )
+    return {
+        "cohen_kappa_vs_majority": {"kappa": kappa, "units": len(both)},
+        "weighted_kappa_likert": {"kappa": weighted, "weights": "quadratic", "pairs": n_weighted},
+    }
+
+
+def _unit_scores(frame: pd.DataFrame, scale: str) -> pd.Series:
+    if scale == "likert":
+        return frame.dropna(subset=["likert"]).groupby("pair_id")["likert"].mean().astype(float)
+    signs = pd.Series(preference_sign(frame["label"].to_numpy()), index=frame["pair_id"].to_numpy())
+    return signs.groupby(level=0).mean()
+
+
+def _per_category(votes: StudyVotes, sources: list[str]) -> dict[str, Any]:
+    """Per category: correlation over units between the people's mean score and each judge's."""
+    human, judges = votes.human, votes.judges
+    has_likert = human["likert"].notna().any() and judges["likert"].notna().any()
+    scale = "likert" if has_likert else "preference_sign"
+    category_of = votes.pairs.set_index("pair_id")["category"]
+    # Unit scores once per source over all units, then split by category.
+    people_all = _unit_scores(human, scale)
+    judge_all = {
+        source: _unit_scores(judges[judges["source"] == source], scale) for source in sources
+    }
+    people_by_category = dict(
+        tuple(people_all.groupby(category_of.reindex(people_all.index).to_numpy()))
+    )
+    categories = sorted(set(votes.pairs["category"].tolist()))
+    rows = []
+    for category in categories:
+        people = people_by_category.get(category, pd.Series(dtype=float))
+        entry: dict[str, Any] = {"category": category, "units": len(people), "judges": {}}
+        for source in sources:
+            judge = judge_all[source]
+            both = people.index.intersection(judge.index)
+            xs, ys = people.loc[both].to_numpy(), judge.loc[both].to_numpy()
+            entry["judges"][source] = {
+                "pearson": correlation(xs, ys, "pearson"),
+                "spearman": correlation(xs, ys, "spearman"),
+            }
+        rows.append(entry)
+    return {
+        "scale": scale,
+        "definition": (
+            "per unit, the mean canonical Likert score (or, without Likert, the mean of A=-1, "
+            "tie=0, B=+1); correlated across the category's units judged by both"
+        ),
+        "categories": rows,
+    }
+
+
+def _human_position_bias(human: pd.DataFrame, confidence: float) -> dict[str, Any]:
+    shown = human.dropna(subset=["likert_shown"])
+    histogram = None
+    if not shown.empty:
+        histogram = position_bias(
+            shown["likert_shown"].astype(int).to_numpy(), confidence=confidence
+        ).histogram
+    known = human[human["shown_first"].notna() & (human["label"] != "tie")]
+    first = int((known["label"] == known["shown_first"]).sum())
+    return {
+        "histogram": histogram,
+        "prefers_first": wilson_interval(first, len(known), confidence),
+        "judgments_with_order": int(human["shown_first"].notna().sum()),
+    }
+
+
+def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, Any]:
+    ordered = calls[calls["order"].isin(["ab", "ba"])]
+    shown = ordered.dropna(subset=["likert_shown"])
+    histogram = None
+    if not shown.empty:
+        histogram = position_bias(
+            shown["likert_shown"].astype(int).to_numpy(), confidence=confidence
+        ).histogram
+    decisive = ordered[ordered["label"] != "tie"]
+    first_label = np.where(decisive["order"] == "ab", "A", "B")
+    first = int((decisive["label"].to_numpy() == first_label).sum())
+    wide = ordered.pivot_table(
+        index="pair_id", columns="order", values="label", aggfunc="first"
+    ).dropna()
+    flips = None
+    if {"ab", "ba"} <= set(wide.columns) and len(wide):
+        flips = flip_rate(wide["ab"].to_numpy(), wide["ba"].to_numpy(), confidence=confidence)
+    return {
+        "histogram": histogram,
+        "prefers_first": wilson_interval(first, len(decisive), confidence),
+        "flip_rate": flips,
+        "calls_with_order": len(ordered),
+    }
+
+
+def _gold(votes: StudyVotes, sources: list[str], confidence: float) -> dict[str, Any]:
+    """Accuracy on gold pairs (the known better side), per gold kind, for people and each judge.
+
+    A vote is correct when it names the gold side; a tie is never correct and is counted apart
+    (AdvisorQA's first-vs-second and first-vs-last accuracy)."""
+    gold_side = votes.pairs.set_index("pair_id")["gold_side"]
+    gold_kind = votes.pairs.set_index("pair_id")["gold_kind"]
+    kinds = sorted(k for k in set(votes.pairs["gold_kind"].tolist()) if k)
+    frames = {HUMAN: votes.human}
+    frames |= {s: votes.judges[votes.judges["source"] == s] for s in sources}
+    out: dict[str, Any] = {}
+    for source, frame in frames.items():
+        on_gold = frame[frame["is_gold"]]
+        side = gold_side.reindex(on_gold["pair_id"]).to_numpy()
+        kind = gold_kind.reindex(on_gold["pair_id"]).to_numpy()
+        labels = on_gold["label"].to_numpy()
+        out[source] = {}
+        for k in kinds:
+            mine = kind == k
+            correct = int((labels[mine] == side[mine]).sum())
+            out[source][k] = {
+                "accuracy": wilson_interval(correct, int(mine.sum()), confidence),
+                "ties": int((labels[mine] == "tie").sum()),
+            }
+    return {"kinds": kinds, "sources": out}
+
+
+def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
+    rows = frame if ties else frame[frame["label"] != "tie"]
+    winner = rows["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"})
+    return pd.DataFrame(
+        {
+            "model_a": rows["system_a"].to_numpy(),
+            "model_b": rows["system_b"].to_numpy(),
+            "winner": winner.to_numpy(),
+        }
+    )
+
+
+def _ratings_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [
+        {
+            "model": str(row.model),
+            "rating": row.rating,
+            "lower": row.lower,
+            "upper": row.upper,
+        }
+        for row in frame.itertuples(index=False)
+    ]
+
+
+def _leaderboard(frame: pd.DataFrame, params: ReportParams) -> dict[str, Any]:
+    with_ties, without_ties = _battles(frame, ties=True), _battles(frame, ties=False)
+    return {
+        "battles": len(with_ties),
+        "elo_with_ties": _ratings_records(
+            elo_bootstrap(with_ties, rounds=params.elo_rounds, seed=params.seed)
+        ),
+        "elo_without_ties": _ratings_records(
+            elo_bootstrap(without_ties, rounds=params.elo_rounds, seed=params.seed)
+        ),
+        "bradley_terry": _ratings_records(
+            bradley_terry(with_ties, rounds=params.bt_rounds, seed=params.seed)
+        ),
+    }
+
+
+def _leaderboards(votes: StudyVotes, sources: list[str], params: ReportParams) -> dict[str, Any]:
+    boards = {HUMAN: _leaderboard(votes.human, params)}
+    for source in sources:
+        boards[source] = _leaderboard(votes.judges[votes.judges["source"] == source], params)
+    ratings = {
+        name: {r["model"]: r["rating"] for r in board["bradley_terry"]}
+        for name, board in boards.items()
+    }
+    correlations = []
+    for a, b in itertools.combinations(sorted(boards), 2):
+        rc = rank_correlation(ratings[a], ratings[b])
+        correlations.append(
+            {"a": a, "b": b, "spearman": rc.spearman, "kendall": rc.kendall, "models": rc.models}
+        )
+    return {"sources": boards, "rank_correlation": correlations}
+
+
+def _counts(votes: StudyVotes) -> dict[str, Any]:
+    return {
+        "units": len(votes.pairs),
+        "human_votes": len(votes.human),
+        "human_raters": int(votes.human["rater"].nunique()),
+        "units_with_human_votes": int(votes.human["pair_id"].nunique()),
+        "judge_calls": len(votes.calls),
+        "human_labels": {label: int((votes.human["label"] == label).sum()) for label in LABELS},
+    }
+
+
+def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict[str, Any]:
+    """Compute the report's statistics from gathered votes (no database access)."""
+    human, judges = votes.human, votes.judges
+    sources = [s.name for s in votes.sources]
+    report: dict[str, Any] = {
+        "counts": _counts(votes),
+        "human_vs_human": {
+            **_agreement(human, None),
+            "ci": _agreement_ci(human, None, params),
+            "fleiss_kappa": _fleiss(human),
+            "krippendorff_alpha": _alpha(human),
+        },
+        "judges": {},
+        "judge_vs_judge": [],
+        "position_bias": {HUMAN: _human_position_bias(human, params.confidence)},
+    }
+    for source in votes.sources:
+        mine = judges[judges["source"] == source.name]
+        calls = votes.calls[votes.calls["run_id"] == source.run_id]
+        report["judges"][source.name] = {
+            "judge": source.judge_name,
+            "kind": source.judge_kind,
+            "model_name": source.model_name,
+            "run_id": source.run_id,
+            "run_status": source.status,
+            "votes": len(mine),
+            "labels": {label: int((mine["label"] == label).sum()) for label in LABELS},
+            "vs_human": {
+                **_agreement(mine, human),
+                "ci": _agreement_ci(mine, human, params),
+                "majority": _agreement(mine, human, "majority") if len(mine) else None,
+                **_kappas(mine, human),
+            },
+        }
+        report["position_bias"][source.name] = _judge_position_bias(calls, params.confidence)
+    for a, b in itertools.combinations(sorted(sources), 2):
+        report["judge_vs_judge"].append(
+            {
+                "a": a,
+                "b": b,
+                **_agreement(judges[judges["source"] == a], judges[judges["source"] == b]),
+            }
+        )
+    report["per_category"] = _per_category(votes, sources)
+    report["gold"] = _gold(votes, sources, params.confidence)
+    report["leaderboards"] = _leaderboards(votes, sources, params)
+    return report
+
+
+def _params_dict(filters: VoteFilters, params: ReportParams) -> dict[str, Any]:
+    return {"filters": filters.as_params(), **asdict(params)}
+
+
+def params_hash(*, filters: VoteFilters, params: ReportParams) -> str:
+    """SHA-256 of the canonical parameters, the key a snapshot is found by."""
+    text = json.dumps(_clean(_params_dict(filters, params)), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def agreement_report_build(
+    *, study: Study, filters: VoteFilters | None = None, params: ReportParams | None = None
+) -> dict[str, Any]:
+    """Gather the study's votes and compute its agreement report, with metadata."""
+    filters = filters or VoteFilters()
+    params = params or ReportParams()
+    votes = study_votes_get(study=study, filters=filters)
+    return _with_metadata(study=study, votes=votes, filters=filters, params=params)
+
+
+def _with_metadata(
+    *, study: Study, votes: StudyVotes, filters: VoteFilters, params: ReportParams
+) -> dict[str, Any]:
+    body = agreement_report_compute(votes=votes, params=params)
+    params_out = _params_dict(filters, params)
+    params_out["filters"]["raters"] = votes.raters
+    metadata_out = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "software_version": software_version(),
+        "libraries": _library_versions(),
+        "study": {"slug": study.slug, "name": study.name},
+        "seed": params.seed,
+        "parameters": params_out,
+        "data_hash": votes_data_hash(votes=votes),
+        "definition": DEFINITION,
+        "raters": {"set": votes.raters, "definition": RATERS_DEFINITION[votes.raters]},
+    }
+    report: dict[str, Any] = _clean({"metadata": metadata_out, **body})
+    return report
+
+
+def agreement_report_snapshot(
+    *, study: Study, filters: VoteFilters | None = None, params: ReportParams | None = None
+) -> ReportSnapshot:
+    """Return the stored report for these parameters and the study's current rows, computing
+    and storing it first when the rows changed or it was never computed."""
+    filters = filters or VoteFilters()
+    params = params or ReportParams()
+    votes = study_votes_get(study=study, filters=filters)
+    data_hash = votes_data_hash(votes=votes)
+    key = params_hash(filters=filters, params=params)
+    found = report_snapshot_find(study=study, params_hash=key, data_hash=data_hash)
+    if found is not None:
+        return found
+    payload = _with_metadata(study=study, votes=votes, filters=filters, params=params)
+    with transaction.atomic():
+        return ReportSnapshot.objects.create(
+            study=study,
+            params=payload["metadata"]["parameters"],
+            params_hash=key,
+            seed=params.seed,
+            data_hash=data_hash,
+            software_version=software_version(),
+            payload=payload,
+        )
+
+
+def report_to_json(report: Mapping[str, Any]) -> bytes:
+    """The report as deterministic JSON bytes: sorted keys, two-space indent, UTF-8."""
+    text = json.dumps(report, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+def _flatten(value: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        rows: list[tuple[str, Any]] = []
+        for key in sorted(value):
+            rows += _flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    if isinstance(value, list):
+        rows = []
+        for i, item in enumerate(value):
+            rows += _flatten(item, f"{prefix}[{i}]")
+        return rows
+    return [(prefix, value)]
+
+
+def report_to_csv(report: Mapping[str, Any]) -> bytes:
+    """The report as CSV bytes: one line per leaf, `path,value` (paths as in the JSON)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["path", "value"])
+    for path, value in _flatten(report, ""):
+        writer.writerow([path, "" if value is None else json.dumps(value)])
+    return out.getvalue().encode("utf-8")

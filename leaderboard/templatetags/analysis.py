@@ -1,0 +1,33 @@
+"""Formatting of report cells on the analysis pages."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+_SHARE_COLUMNS = ("rate", "prefers first shown", "flip rate", "accuracy")
+
+
+@register.filter
+def cell(value: Any, column: str) -> str:
+    """Format a table cell: shares as whole percents, other floats to three decimals, missing
+    values as an en dash."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if any(column.endswith(name) for name in _SHARE_COLUMNS):
+            return f"{round(100 * value)}%"
+        return f"{value:.3f}"
+    return str(value)
+
+
+@register.filter
+def is_number(value: Any) -> bool:
+    """True for numbers (right-aligned in tables)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

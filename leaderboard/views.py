@@ -1,0 +1,173 @@
+"""Analysis pages: the dashboard, its CSV tables, SVG plots and JSON report. Researchers who are
+members of the study, and admins; anyone else gets a 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views import View
+
+from annotation.models import Pair, Study
+from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from leaderboard.forms import AnalysisFilterForm
+from leaderboard.presentation import (
+    report_plot,
+    report_plots,
+    report_table,
+    report_tables,
+    table_to_csv,
+)
+from leaderboard.selectors import (
+    EXPORT_TABLES,
+    api_schema_get,
+    study_votes_get,
+    unit_detail_get,
+    unit_rows_get,
+)
+from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export
+from leaderboard.services.reports import agreement_report_snapshot, report_to_json
+
+
+def _report_for(request: HttpRequest, study: Study) -> tuple[AnalysisFilterForm, dict[str, Any]]:
+    form = AnalysisFilterForm(request.GET, study=study)
+    if not form.is_valid():
+        return form, {}
+    snapshot = agreement_report_snapshot(study=study, filters=form.filters())
+    return form, snapshot.payload
+
+
+def _filename(study: Study, name: str, extension: str) -> str:
+    return f"{study.slug}-{name}.{extension}"
+
+
+class StudyAnalysisView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        form, report = _report_for(request, study)
+        context: dict[str, Any] = {
+            "study": study,
+            "form": form,
+            "query": request.GET.urlencode(),
+            "export_tables": sorted(EXPORT_TABLES),
+            "export_formats": EXPORT_FORMATS,
+        }
+        if report:
+            plots = report_plots(report)
+            context |= {
+                "report": report,
+                "tables": report_tables(report),
+                "plots": plots,
+                "has_position_histograms": any(p.name.startswith("position-bias-") for p in plots),
+                "csv_base": request.path + "tables/",
+            }
+        return render(
+            request, "leaderboard/study_analysis.html", context, status=200 if report else 400
+        )
+
+
+class StudyAnalysisTableView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        _form, report = _report_for(request, study)
+        table = report_table(report, name) if report else None
+        if table is None:
+            raise Http404("No such table.")
+        response = HttpResponse(table_to_csv(table), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_filename(study, name, "csv")}"'
+        return response
+
+
+class StudyAnalysisPlotView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        _form, report = _report_for(request, study)
+        plot = report_plot(report, name) if report else None
+        if plot is None:
+            raise Http404("No such plot.")
+        response = HttpResponse(plot.svg, content_type="image/svg+xml; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_filename(study, name, "svg")}"'
+        return response
+
+
+class StudyAnalysisReportView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        _form, report = _report_for(request, study)
+        if not report:
+            raise Http404("The filters are not valid.")
+        response = HttpResponse(report_to_json(report), content_type="application/json")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{_filename(study, "agreement-report", "json")}"'
+        )
+        return response
+
+
+class StudyExportView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, table: str, fmt: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        if table not in EXPORT_TABLES or fmt not in EXPORT_FORMATS:
+            raise Http404("No such export.")
+        data = study_export(study=study, table=table, fmt=fmt)
+        response = HttpResponse(data, content_type=CONTENT_TYPES[fmt])
+        response["Content-Disposition"] = f'attachment; filename="{_filename(study, table, fmt)}"'
+        return response
+
+
+class ApiDocsView(ResearcherRequiredMixin, View):
+    """The API's endpoints, read from its OpenAPI schema and listed as HTML (no scripts)."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        schema = api_schema_get(request=request)
+        return render(request, "leaderboard/api_docs.html", {"schema": schema})
+
+
+class StudyUnitListView(ResearcherRequiredMixin, View):
+    """The units behind a report cell: filters as on the dashboard, plus a judge and
+    `disagree=1` for the units where that judge's vote differs from the people's majority."""
+
+    page_size = 200
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        form = AnalysisFilterForm(request.GET, study=study)
+        if not form.is_valid():
+            return render(
+                request,
+                "leaderboard/unit_list.html",
+                {"study": study, "form": form, "rows": []},
+                status=400,
+            )
+        votes = study_votes_get(study=study, filters=form.filters())
+        judge = request.GET.get("judge") or None
+        rows = unit_rows_get(votes=votes, judge=judge, disagree=request.GET.get("disagree") == "1")
+        page = Paginator(rows, self.page_size).get_page(request.GET.get("page"))
+        query = request.GET.copy()
+        query.pop("page", None)
+        return render(
+            request,
+            "leaderboard/unit_list.html",
+            {
+                "study": study,
+                "form": form,
+                "page": page,
+                "rows": page.object_list,
+                "count": len(rows),
+                "judge": judge,
+                "disagree": request.GET.get("disagree") == "1",
+                "sources": [s.name for s in votes.sources],
+                "query": query.urlencode(),
+            },
+        )
+
+
+class StudyUnitDetailView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, pair_id: int) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            detail = unit_detail_get(study=study, pair_id=pair_id)
+        except Pair.DoesNotExist as exc:
+            raise Http404("No such unit.") from exc
+        return render(request, "leaderboard/unit_detail.html", {"study": study, **detail})

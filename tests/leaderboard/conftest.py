@@ -1,0 +1,51 @@
+"""Fixtures for the leaderboard tests: small MT-Bench-shaped files written to a temporary folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+QUESTIONS = [
+    {"question_id": 81, "category": "writing", "turns": ["Write a blog post.", "Rewrite it."]},
+    {"question_id": 101, "category": "reasoning", "turns": ["Who is second?", "And now?"]},
+]
+HUMAN = [
+    # model_b listed first in canonical (alphabetical) order, so the winner flips.
+    {"question_id": 81, "turn": 1, "model_a": "gpt-4", "model_b": "alpaca-13b",
+     "winner": "model_a", "judge": "expert_1"},
+    {"question_id": 81, "turn": 1, "model_a": "alpaca-13b", "model_b": "gpt-4",
+     "winner": "model_b", "judge": "author_1"},
+    {"question_id": 81, "turn": 2, "model_a": "alpaca-13b", "model_b": "gpt-4",
+     "winner": "tie", "judge": "expert_1"},
+    {"question_id": 101, "turn": 1, "model_a": "alpaca-13b", "model_b": "claude-v1",
+     "winner": "model_a", "judge": "expert_2"},
+]  # fmt: skip
+GPT4 = [
+    {"question_id": 81, "turn": 1, "model_a": "alpaca-13b", "model_b": "gpt-4",
+     "winner": "tie (inconsistent)", "judge": "gpt4_pair"},
+    {"question_id": 81, "turn": 2, "model_a": "gpt-4", "model_b": "alpaca-13b",
+     "winner": "model_b", "judge": "gpt4_pair"},
+]  # fmt: skip
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "questions": write_jsonl(tmp_path / "q.jsonl", QUESTIONS),
+        "human": write_jsonl(tmp_path / "human.jsonl", HUMAN),
+        "gpt4": write_jsonl(tmp_path / "gpt4.jsonl", GPT4),
+    }
+
+
+def run_import(files: dict[str, Path], *turns: str) -> None:
+    args = [f"--{name}={path}" for name, path in files.items()]
+    args += [f"--turn={t}" for t in turns]
+    call_command("import_mtbench", *args, "--study=mt-bench")

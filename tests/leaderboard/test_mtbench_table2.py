@@ -1,0 +1,115 @@
+"""The study's report reproduces MT-Bench's Table 2 from the published labels, exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from leaderboard.models import ReportSnapshot
+from leaderboard.services.mtbench_import import MTBENCH_JUDGE_NAME
+from tests.leaderboard.mtbench_data import mtbench_load
+
+# Zheng et al. 2023, Table 2: agreement (number of compared vote pairs), S1 with ties, S2 without.
+TABLE_2 = {
+    1: {"gpt4": ((66, 1343), (85, 859)), "human": ((63, 721), (81, 479))},
+    2: {"gpt4": ((66, 1325), (85, 864)), "human": ((67, 707), (82, 474))},
+}
+FAST = ["--elo-rounds=5", "--bt-rounds=5", "--ci-rounds=20"]
+
+
+def report_for(tmp_path: Path, *args: str) -> tuple[dict, bytes]:
+    output = tmp_path / "report.json"
+    call_command("agreement_report", "--study=mt-bench", f"--output={output}", *FAST, *args)
+    data = output.read_bytes()
+    return json.loads(data), data
+
+
+def percent(cell: dict) -> int:
+    return round(100 * cell["agree"] / cell["total"])
+
+
+@pytest.mark.parametrize("turn", [1, 2])
+def test_report_reproduces_table_2_for_each_turn(db: None, tmp_path: Path, turn: int) -> None:
+    mtbench_load("mt-bench", turn)
+    report, _ = report_for(tmp_path, f"--turn={turn}")
+    expected = TABLE_2[turn]
+    gpt4 = report["judges"][MTBENCH_JUDGE_NAME]["vs_human"]
+    human = report["human_vs_human"]
+    actual = {
+        "gpt4": (
+            (percent(gpt4["with_ties"]), gpt4["with_ties"]["total"]),
+            (percent(gpt4["without_ties"]), gpt4["without_ties"]["total"]),
+        ),
+        "human": (
+            (percent(human["with_ties"]), human["with_ties"]["total"]),
+            (percent(human["without_ties"]), human["without_ties"]["total"]),
+        ),
+    }
+    assert actual == expected
+    assert report["metadata"]["raters"]["set"] == "experts"
+    assert report["metadata"]["parameters"]["filters"]["turn"] == turn
+
+
+def test_counting_the_authors_as_human_changes_the_numbers(db: None, tmp_path: Path) -> None:
+    mtbench_load("mt-bench", 1)
+    report, _ = report_for(tmp_path, "--turn=1", "--raters=all")
+    assert report["metadata"]["raters"]["set"] == "all"
+    assert report["human_vs_human"]["with_ties"]["total"] != 721
+
+
+def test_same_seed_gives_the_same_report_bytes(db: None, tmp_path: Path) -> None:
+    mtbench_load("mt-bench", 2)
+    _, first = report_for(tmp_path, "--turn=2", "--seed=7")
+    # Recompute from the rows rather than reading back the stored snapshot.
+    ReportSnapshot.objects.all().delete()
+    _, second = report_for(tmp_path, "--turn=2", "--seed=7")
+    assert first == second
+    assert ReportSnapshot.objects.count() == 1
+    _, other_seed = report_for(tmp_path, "--turn=2", "--seed=8")
+    assert json.loads(other_seed)["metadata"]["seed"] == 8
+    assert (
+        json.loads(first)["metadata"]["data_hash"]
+        == json.loads(other_seed)["metadata"]["data_hash"]
+    )
+
+
+def test_per_category_correlation_matches_a_computation_straight_from_the_files(
+    db: None, tmp_path: Path
+) -> None:
+    from scipy.stats import pearsonr
+
+    from tests.leaderboard.mtbench_data import mtbench_dir
+
+    mtbench_load("mt-bench", 1)
+    report, _ = report_for(tmp_path, "--turn=1")
+    folder = mtbench_dir()
+    category = {
+        q["question_id"]: q["category"]
+        for q in map(json.loads, (folder / "mt_bench_question.jsonl").read_text().splitlines())
+    }
+
+    def signs(name: str, keep: str) -> dict[tuple[int, str, str], list[float]]:
+        out: dict[tuple[int, str, str], list[float]] = {}
+        for line in (folder / name).read_text().splitlines():
+            row = json.loads(line)
+            if row["turn"] != 1 or not row["judge"].startswith(keep):
+                continue
+            first, second = sorted((row["model_a"], row["model_b"]))
+            winner = {"model_a": row["model_a"], "model_b": row["model_b"]}.get(row["winner"])
+            # A (the alphabetically first model, answer A on import) = -1, tie 0, B = +1.
+            sign = 0.0 if winner is None else (-1.0 if winner == first else 1.0)
+            out.setdefault((row["question_id"], first, second), []).append(sign)
+        return out
+
+    people, gpt4 = signs("human.jsonl", "expert_"), signs("gpt4_pair.jsonl", "gpt4_pair")
+    for entry in report["per_category"]["categories"]:
+        keys = [k for k in people if k in gpt4 and category[k[0]] == entry["category"]]
+        xs = [sum(people[k]) / len(people[k]) for k in keys]
+        ys = [gpt4[k][0] for k in keys]
+        pearson = entry["judges"][MTBENCH_JUDGE_NAME]["pearson"]
+        assert pearson["n"] == len(keys)
+        assert pearson["estimate"] == pytest.approx(pearsonr(xs, ys).statistic, abs=1e-9)
+    assert report["per_category"]["scale"] == "preference_sign"
