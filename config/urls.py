@@ -14,4 +14,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("studies/", include("annotation.urls")),
+    path("work/", include("annotation.work_urls")),
 ]

@@ -7,12 +7,14 @@ judgments, no judge verdicts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
 from django.db.models import Count, F, Q
 
 from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
+from annotation.rendering import markdown_render_safe
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,49 @@ def pair_rationale_winner(*, pair: Pair) -> str | None:
     if rank_a is None or rank_b is None or rank_a == rank_b:
         return None
     return Preference.A if rank_a < rank_b else Preference.B
+
+
+@dataclass(frozen=True)
+class Turn:
+    number: int
+    html: str
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """What a worker sees of one assignment: texts by side and an opaque id, nothing else."""
+
+    public_id: UUID
+    prompt_turns: tuple[Turn, ...]
+    left_turns: tuple[Turn, ...]
+    right_turns: tuple[Turn, ...]
+    winner_side: str  # "left" or "right" in rationale-only mode, else ""
+    expires_at: datetime
+
+
+def work_item_build(*, assignment: Assignment) -> WorkItem:
+    """Render one assignment for its worker: prompt turns and both answers in shown order."""
+    pair = assignment.pair
+    upto = max(pair.turn, 1)
+
+    def turns(texts: list[str]) -> tuple[Turn, ...]:
+        return tuple(
+            Turn(number=i + 1, html=markdown_render_safe(text))
+            for i, text in enumerate((texts or [])[:upto])
+        )
+
+    a_turns, b_turns = turns(pair.answer_a.turns), turns(pair.answer_b.turns)
+    left, right = (a_turns, b_turns) if assignment.a_left else (b_turns, a_turns)
+    winner_side = ""
+    if assignment.study.form_rationale_only:
+        winner = pair_rationale_winner(pair=pair)
+        if winner is not None:
+            winner_side = "left" if (winner == Preference.A) == assignment.a_left else "right"
+    return WorkItem(
+        public_id=assignment.public_id,
+        prompt_turns=turns(pair.prompt.turns),
+        left_turns=left,
+        right_turns=right,
+        winner_side=winner_side,
+        expires_at=assignment.expires_at,
+    )

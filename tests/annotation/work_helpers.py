@@ -82,3 +82,19 @@ def answer_gold(assignment: Assignment, *, correctly: bool) -> HumanJudgment:
     a_shown_left = assignment.a_left
     prefers_left = a_shown_left if correctly else not a_shown_left
     return submit(assignment, likert_shown=1 if prefers_left else 8)
+
+
+def prolific_url(study: Study, pid: str, *, session: str = "S1") -> str:
+    return (
+        f"/work/{study.slug}/enter/prolific/"
+        f"?PROLIFIC_PID={pid}&STUDY_ID=STUDY1&SESSION_ID={session}"
+    )
+
+
+def enter_and_consent(client: Any, study: Study, pid: str) -> Worker:
+    """Arrive from Prolific with the Django test client, agree, and return the worker."""
+    response = client.get(prolific_url(study, pid))
+    assert response.status_code == 302, response.content
+    response = client.post(f"/work/{study.slug}/consent/", {"agree": "yes"})
+    assert response.status_code == 302, response.content
+    return Worker.objects.get(study=study, panel=Worker.Panel.PROLIFIC, external_id=pid)
