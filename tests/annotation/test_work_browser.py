@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, sync_playwright
 
 from annotation.models import (
     Answer,
@@ -94,6 +94,7 @@ def arrive_and_consent(page: Page, base_url: str, study: Study, pid: str) -> Non
 
 def current_assignment(page: Page) -> Assignment:
     public_id = page.get_attribute("#judgment-form", "data-item")
+    assert public_id is not None
     return Assignment.objects.get(public_id=public_id)
 
 
@@ -237,7 +238,12 @@ def test_hostile_answers_render_inert(page: Page, live_server: Any) -> None:
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def record_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", record_dialog)
 
     arrive_and_consent(page, live_server.url, study, "PIDHOSTILE")
     page.wait_for_selector("#judgment-form")
