@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.core import signing
 
 from annotation.models import Study, Worker
@@ -95,12 +96,31 @@ class InvitePanel(Panel):
         return Participant(external_id=nonce)
 
 
+class DemoPanel(Panel):
+    """The demo's open door: anyone may enter, as `?participant=NAME` or a fresh random id.
+
+    Refused unless the settings opt in with CONCORD_DEMO_PANEL = True (the demo settings do).
+    """
+
+    key = Worker.Panel.DEMO
+
+    def participant(self, *, study: Study, params: Mapping[str, str]) -> Participant:
+        if not getattr(settings, "CONCORD_DEMO_PANEL", False):
+            raise EntryRefused("This link works only in the demo.")
+        name = params.get("participant") or secrets.token_hex(6)
+        if not _PANEL_ID.match(name):
+            raise EntryRefused("A participant name uses letters, digits, - and _ only.")
+        return Participant(external_id=name)
+
+
 def invite_token_make(*, study: Study) -> str:
     """Make a new invite token for a study (each token admits one person)."""
     return signing.dumps({"study": study.pk, "invite": secrets.token_hex(12)}, salt=INVITE_SALT)
 
 
-PANELS: dict[str, Panel] = {panel.key: panel for panel in (ProlificPanel(), InvitePanel())}
+PANELS: dict[str, Panel] = {
+    panel.key: panel for panel in (ProlificPanel(), InvitePanel(), DemoPanel())
+}
 
 
 def panel_get(key: str) -> Panel | None:

@@ -256,3 +256,19 @@ def test_someone_who_did_not_enter_through_a_panel_link_is_turned_away(
     response = client.get(f"/work/{study.slug}/")
     assert response.status_code == 403
     assert b"link your panel gave you" in response.content
+
+
+def test_the_demo_door_is_shut_unless_the_settings_open_it(
+    client: Client, study: Study, settings
+) -> None:
+    url = f"/work/{study.slug}/enter/demo/?participant=alice"
+    settings.CONCORD_DEMO_PANEL = False
+    assert client.get(url).status_code == 403
+    settings.CONCORD_DEMO_PANEL = True
+    assert client.get(url)["Location"] == f"/work/{study.slug}/consent/"
+    assert Worker.objects.filter(panel=Worker.Panel.DEMO, external_id="alice").exists()
+
+
+def test_an_unknown_panel_or_study_link_is_not_found(client: Client, study: Study) -> None:
+    assert client.get(f"/work/{study.slug}/enter/mturk/?workerId=A1").status_code == 404
+    assert client.get("/work/no-such-study/enter/prolific/").status_code == 404
