@@ -95,7 +95,18 @@ def assignment_claim_next(*, worker: Worker) -> Assignment | None:
 def _claim_pass(*, worker: Worker, skip_locked: bool, wait_for: int | None) -> _Pass:
     """Try once to reserve a pair, under the worker's row lock and at most one waited pair lock."""
     now = timezone.now()
-    locked = Worker.objects.select_for_update().select_related("study").get(pk=worker.pk)
+    # One round trip: lock the worker and read their assignment history with it.
+    locked = (
+        Worker.objects.select_for_update(of=("self",))
+        .select_related("study")
+        .annotate(
+            n_submitted=_count_of_mine(Q(status=Assignment.Status.SUBMITTED)),
+            n_shown=_count_of_mine(Q()),
+            n_a_left=_count_of_mine(Q(a_left=True)),
+            n_reserved=_count_of_mine(Q(status=Assignment.Status.RESERVED)),
+        )
+        .get(pk=worker.pk)
+    )
     study = locked.study
     if study.status != Study.Status.LIVE:
         raise StudyNotOpen("This study is not taking judgments at the moment.")
@@ -107,14 +118,22 @@ def _claim_pass(*, worker: Worker, skip_locked: bool, wait_for: int | None) -> _
     if locked.state in (Worker.State.DONE, Worker.State.RETURNED):
         return _Pass(None, [])
 
-    mine = Assignment.objects.filter(worker=locked)
-    mine.filter(status=Assignment.Status.RESERVED, expires_at__lte=now).update(
-        status=Assignment.Status.EXPIRED
-    )
-    held = mine.filter(status=Assignment.Status.RESERVED).select_related("pair").first()
-    if held is not None:
-        return _Pass(held, [])
-    done = mine.filter(status=Assignment.Status.SUBMITTED).count()
+    if locked.n_reserved:
+        reserved = list(
+            Assignment.objects.filter(worker=locked, status=Assignment.Status.RESERVED)
+            .select_related("pair")
+            .order_by("pk")
+        )
+        stale = [assignment.pk for assignment in reserved if assignment.expires_at <= now]
+        if stale:
+            Assignment.objects.filter(pk__in=stale, status=Assignment.Status.RESERVED).update(
+                status=Assignment.Status.EXPIRED
+            )
+        held = next((a for a in reserved if a.expires_at > now), None)
+        if held is not None:
+            return _Pass(held, [])
+    history = _History(submitted=locked.n_submitted, shown=locked.n_shown, a_left=locked.n_a_left)
+    done = history.submitted
     if done >= study.target_per_worker:
         return _Pass(None, [])
 
@@ -122,16 +141,30 @@ def _claim_pass(*, worker: Worker, skip_locked: bool, wait_for: int | None) -> _
     if want_gold:
         gold = _gold_pair_for(study=study, worker=locked)
         if gold is not None:
-            return _Pass(_reserve(study=study, worker=locked, pair=gold, now=now), [])
+            reserved_gold = _reserve(
+                study=study, worker=locked, history=history, pair=gold, now=now
+            )
+            return _Pass(reserved_gold, [])
 
     # When regular work is gone the worker is done: gold pairs are only worth showing mixed in.
     return _claim_open_pair(
-        study=study, worker=locked, now=now, skip_locked=skip_locked, wait_for=wait_for
+        study=study,
+        worker=locked,
+        history=history,
+        now=now,
+        skip_locked=skip_locked,
+        wait_for=wait_for,
     )
 
 
 def _claim_open_pair(
-    *, study: Study, worker: Worker, now: datetime, skip_locked: bool, wait_for: int | None
+    *,
+    study: Study,
+    worker: Worker,
+    history: _History,
+    now: datetime,
+    skip_locked: bool,
+    wait_for: int | None,
 ) -> _Pass:
     candidates = _open_pairs_window(study=study, worker=worker, now=now, limit=CLAIM_WINDOW)
     # Fewest taken first; the window already comes in random order, and sorted() is stable.
@@ -140,7 +173,7 @@ def _claim_open_pair(
         order = [wait_for] + [pk for pk in order if pk != wait_for]
     busy: list[int] = []
     for pair_id in order:
-        pairs = Pair.objects.filter(pk=pair_id, study=study)
+        pairs = Pair.objects.filter(pk=pair_id, study=study).order_by("pk")
         if pair_id == wait_for or not skip_locked:
             pair = pairs.select_for_update().first()
         else:
@@ -149,16 +182,19 @@ def _claim_open_pair(
             busy.append(pair_id)
             continue
         # Counted in a new statement, after the lock: sees every claim committed before it.
-        taken = Assignment.objects.filter(pair=pair).filter(assignment_taken_q(now=now)).count()
-        if taken >= study.overlap:
+        slots = Assignment.objects.filter(pair=pair).aggregate(
+            taken=Count("pk", filter=assignment_taken_q(now=now)),
+            seen=Count("pk", filter=Q(worker=worker)),
+            stale=Count("pk", filter=Q(status=Assignment.Status.RESERVED, expires_at__lte=now)),
+        )
+        if slots["taken"] >= study.overlap or slots["seen"]:
             continue
-        if Assignment.objects.filter(pair=pair, worker=worker).exists():
-            continue
-        # Holding the pair's lock, bring its stale reservations' status in line.
-        Assignment.objects.filter(
-            pair=pair, status=Assignment.Status.RESERVED, expires_at__lte=now
-        ).update(status=Assignment.Status.EXPIRED)
-        return _Pass(_reserve(study=study, worker=worker, pair=pair, now=now), [])
+        if slots["stale"]:
+            # Holding the pair's lock, bring its stale reservations' status in line.
+            Assignment.objects.filter(
+                pair=pair, status=Assignment.Status.RESERVED, expires_at__lte=now
+            ).update(status=Assignment.Status.EXPIRED)
+        return _Pass(_reserve(study=study, worker=worker, history=history, pair=pair, now=now), [])
     return _Pass(None, busy)
 
 
@@ -211,23 +247,41 @@ def _gold_pair_for(*, study: Study, worker: Worker) -> Pair | None:
     return Pair.objects.get(pk=rows[0][0]) if rows else None
 
 
-def _reserve(*, study: Study, worker: Worker, pair: Pair, now: datetime) -> Assignment:
+@dataclass(frozen=True)
+class _History:
+    submitted: int
+    shown: int
+    a_left: int
+
+
+def _count_of_mine(condition: Q) -> Coalesce:
+    """A scalar subquery: how many of the outer worker's assignments match `condition`."""
+    counted = (
+        Assignment.objects.filter(condition, worker=OuterRef("pk"))
+        .order_by()
+        .values("worker")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def _reserve(
+    *, study: Study, worker: Worker, history: _History, pair: Pair, now: datetime
+) -> Assignment:
     return Assignment.objects.create(
         study=study,
         pair=pair,
         worker=worker,
-        a_left=_next_a_left(worker=worker),
+        a_left=_next_a_left(history=history),
         reserved_at=now,
         expires_at=now + timedelta(seconds=study.time_limit_seconds),
     )
 
 
-def _next_a_left(*, worker: Worker) -> bool:
+def _next_a_left(*, history: _History) -> bool:
     """Counterbalance the shown order per worker: whichever side is behind, random when even."""
-    counts = Assignment.objects.filter(worker=worker).aggregate(
-        total=Count("pk"), left=Count("pk", filter=Q(a_left=True))
-    )
-    left, right = counts["left"], counts["total"] - counts["left"]
+    left, right = history.a_left, history.shown - history.a_left
     if left != right:
         return left < right
     return random.random() < 0.5
