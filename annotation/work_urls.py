@@ -14,6 +14,7 @@ urlpatterns = [
     path("<slug:slug>/consent/", work.ConsentView.as_view(), name="consent"),
     path("<slug:slug>/", work.NextView.as_view(), name="next"),
     path("<slug:slug>/item/<uuid:public_id>/", work.ItemView.as_view(), name="item"),
+    path("<slug:slug>/pause/", work.PauseView.as_view(), name="pause"),
     path("<slug:slug>/stop/", work.StopView.as_view(), name="stop"),
     path("<slug:slug>/done/", work.DoneView.as_view(), name="done"),
     path("<slug:slug>/api/next/", api.NextApi.as_view(), name="api_next"),

@@ -12,6 +12,7 @@ from decimal import Decimal
 from uuid import UUID
 
 from django.db.models import Count, F, Q
+from django.utils import timezone
 
 from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
 from annotation.rendering import markdown_render_safe
@@ -44,6 +45,18 @@ def worker_progress(*, worker: Worker) -> Progress:
     """Judgments the worker has submitted, against the study's target per worker."""
     done = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).count()
     return Progress(done=done, target=worker.study.target_per_worker)
+
+
+def worker_held_until(*, worker: Worker) -> datetime | None:
+    """When the worker's open reservation expires, if they hold one."""
+    return (
+        Assignment.objects.filter(
+            worker=worker, status=Assignment.Status.RESERVED, expires_at__gt=timezone.now()
+        )
+        .order_by("expires_at")
+        .values_list("expires_at", flat=True)
+        .first()
+    )
 
 
 def worker_gold_score(*, worker: Worker) -> GoldScore:

@@ -31,6 +31,7 @@ from annotation.selectors.work import (
     assignment_get_for_worker,
     work_item_build,
     worker_get_for_user,
+    worker_held_until,
     worker_progress,
 )
 from annotation.services.assignments import assignment_claim_next
@@ -298,6 +299,21 @@ def parse_judgment_post(request: HttpRequest, *, study: Study) -> dict[str, Any]
     return posted
 
 
+class PauseView(WorkerView):
+    """A break: the reserved item stays the worker's until it expires; the same link resumes."""
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        return render(
+            request,
+            "annotation/work/pause.html",
+            {
+                "study": self.study,
+                "progress": worker_progress(worker=self.worker),
+                "held_until": worker_held_until(worker=self.worker),
+            },
+        )
+
+
 class StopView(WorkerView):
     """Stop for good: release the reserved item and go to the completion page."""
 
@@ -314,7 +330,11 @@ class DoneView(WorkerView):
     needs_consent = False
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        if self.worker.state not in (Worker.State.DONE, Worker.State.BLOCKED):
+        if self.worker.state not in (
+            Worker.State.DONE,
+            Worker.State.BLOCKED,
+            Worker.State.RETURNED,
+        ):
             return redirect("work:next", slug=slug)
         progress = worker_progress(worker=self.worker)
         earned = progress.done > 0 and self.worker.state == Worker.State.DONE

@@ -105,6 +105,7 @@ def test_no_annotator_facing_response_names_a_system_or_shows_others_answers(
     for _ in range(study.target_per_worker):
         location = fetch("get", f"{base}/")["Location"]
         fetch("get", location)
+        fetch("get", f"{base}/pause/")
         fetch("post", location, data={"submission_id": str(uuid.uuid4()), "likert": "11"})
         fetch("post", location, data=full_item(study))
     fetch("get", f"{base}/", follow=True)

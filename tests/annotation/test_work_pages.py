@@ -272,3 +272,80 @@ def test_the_demo_door_is_shut_unless_the_settings_open_it(
 def test_an_unknown_panel_or_study_link_is_not_found(client: Client, study: Study) -> None:
     assert client.get(f"/work/{study.slug}/enter/mturk/?workerId=A1").status_code == 404
     assert client.get("/work/no-such-study/enter/prolific/").status_code == 404
+
+
+def test_a_break_keeps_the_item_and_continuing_returns_to_it(client: Client, study: Study) -> None:
+    enter_and_consent(client, study, "PID1")
+    held = open_item(client, study)
+    page = client.get(f"/work/{study.slug}/pause/")
+    assert page.status_code == 200 and b"stays yours until" in page.content
+    # Coming back later through the same link lands on the same item.
+    client.get(prolific_url(study, "PID1"))
+    assert open_item(client, study) == held
+
+
+def test_a_returned_worker_sees_the_session_ended_without_a_code(
+    client: Client, study: Study
+) -> None:
+    worker = enter_and_consent(client, study, "PID1")
+    assignment = open_item(client, study)
+    client.post(
+        f"/work/{study.slug}/item/{assignment.public_id}/",
+        {"submission_id": str(uuid.uuid4()), "likert": "3"},
+    )
+    Worker.objects.filter(pk=worker.pk).update(state=Worker.State.RETURNED)
+    response = client.get(f"/work/{study.slug}/", follow=True)
+    assert response.redirect_chain[-1][0] == f"/work/{study.slug}/done/"
+    assert b"Session ended" in response.content and b"C0DE42" not in response.content
+
+
+def test_rationale_only_shows_the_winner_on_its_side_and_asks_why(
+    client: Client, study: Study
+) -> None:
+    study.form_rationale_only = True
+    study.save()
+    enter_and_consent(client, study, "PID1")
+    assignment = open_item(client, study)
+    page = client.get(f"/work/{study.slug}/item/{assignment.public_id}/").content.decode()
+    # make_pairs ranks the "first answer" 1; it is shown on the side the order put it.
+    first_is_a = assignment.pair.answer_a.rank == 1
+    side = "left" if first_is_a == assignment.a_left else "right"
+    assert f"The <strong>{side}</strong> answer was rated better" in page
+    assert 'name="likert"' not in page and 'name="values"' in page
+    client.post(
+        f"/work/{study.slug}/item/{assignment.public_id}/",
+        {"submission_id": str(uuid.uuid4()), "values": ["ethics", "clarity"]},
+    )
+    judgment = HumanJudgment.objects.get(assignment=assignment)
+    assert judgment.preference == ("A" if first_is_a else "B")
+    assert judgment.values == ["ethics", "clarity"]
+
+
+def test_acceptability_and_axes_posted_from_the_page_are_saved_by_answer(
+    client: Client, study: Study
+) -> None:
+    study.form_acceptability = True
+    study.form_axes = True
+    study.save()
+    enter_and_consent(client, study, "PID1")
+    assignment = open_item(client, study)
+    axes = {
+        f"axes_{side}_{axis}": level
+        for side, level in (("left", "yes"), ("right", "no"))
+        for axis in ("relevance", "usefulness", "factuality")
+    }
+    client.post(
+        f"/work/{study.slug}/item/{assignment.public_id}/",
+        {
+            "submission_id": str(uuid.uuid4()),
+            "likert": "1",
+            "acceptability_left": "accept",
+            "acceptability_right": "reject",
+            **axes,
+        },
+    )
+    judgment = HumanJudgment.objects.get(assignment=assignment)
+    left, right = ("a", "b") if assignment.a_left else ("b", "a")
+    assert getattr(judgment, f"acceptability_{left}") == "accept"
+    assert getattr(judgment, f"acceptability_{right}") == "reject"
+    assert judgment.axes[left]["factuality"] == "yes" and judgment.axes[right]["relevance"] == "no"
