@@ -14,7 +14,7 @@ from django.utils import timezone
 from annotation.models import Study, Worker
 from annotation.panels import Panel, Participant
 from annotation.roles import Role
-from annotation.services.errors import EntryRefused, StudyNotOpen
+from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotOpen
 
 # A session counts as in use while it was seen within this many seconds (or the study's time
 # limit, when longer): a worker who lost their browser can come back after that.
@@ -36,7 +36,7 @@ def entry_attempt_register(*, client_key: str) -> None:
         cache.set(key, 1, timeout=120)
         attempts = 1
     if attempts > limit:
-        raise EntryRefused("Too many attempts to enter. Please wait a minute and try again.")
+        raise EntryRateLimited("Too many attempts to enter. Please wait a minute and try again.")
 
 
 def _username(*, study: Study, panel: Panel, participant: Participant) -> str:

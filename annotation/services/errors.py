@@ -48,3 +48,7 @@ class JudgmentInvalid(AnnotationError):
 
 class EntryRefused(AnnotationError):
     code = "entry_refused"
+
+
+class EntryRateLimited(EntryRefused):
+    code = "rate_limited"

@@ -45,6 +45,7 @@ from annotation.services.errors import (
     AssignmentClosed,
     AssignmentExpired,
     AssignmentNotFound,
+    EntryRateLimited,
     EntryRefused,
     JudgmentInvalid,
     StudyNotOpen,
@@ -108,7 +109,7 @@ class EntryView(View):
                 session_key=request.session.session_key,
             )
         except EntryRefused as exc:
-            status = 429 if "Too many" in exc.message else 403
+            status = 429 if isinstance(exc, EntryRateLimited) else 403
             return refused(request, exc.message, status=status)
         except StudyNotOpen as exc:
             return render(request, "annotation/work/no_work.html", {"message": exc.message})
@@ -278,10 +279,9 @@ def parse_judgment_post(request: HttpRequest, *, study: Study) -> dict[str, Any]
     except ValueError:
         # A form without a valid key cannot be replayed safely; a fresh key makes it a new try.
         submission_id = uuid.uuid4()
-    raw_likert = data.get("likert", "")
-    likert: int | str | None = None
-    if raw_likert:
-        likert = int(raw_likert) if raw_likert.isdigit() else 0
+    raw_likert = data.get("likert", "").strip()
+    # Anything but a whole number reads as "no rating", which the service asks for by name.
+    likert = int(raw_likert) if raw_likert.isdigit() else None
     posted: dict[str, Any] = {
         "submission_id": submission_id,
         "likert_shown": likert,
