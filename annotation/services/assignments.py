@@ -112,8 +112,9 @@ def _claim_pass(*, worker: Worker, skip_locked: bool, wait_for: int | None) -> _
         raise StudyNotOpen("This study is not taking judgments at the moment.")
     if locked.state == Worker.State.BLOCKED:
         raise WorkerBlocked(
-            "You can't take more items in this study because too many check questions "
-            "were answered incorrectly. Thank you for your time."
+            "You can't take more items in this study: too many check questions were answered "
+            "incorrectly, or a researcher stopped your session after review. Thank you for "
+            "your time; the work you already submitted is recorded."
         )
     if locked.state in (Worker.State.DONE, Worker.State.RETURNED):
         return _Pass(None, [])
