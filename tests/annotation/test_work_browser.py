@@ -45,12 +45,20 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     # Playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
-    # test itself are still synchronous and safe.
+    # test itself are still synchronous and safe. Set only while these tests run: a leftover
+    # would fail the deployment checks of any later test that starts manage.py.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
 @pytest.fixture(autouse=True)
