@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := DJANGO_SETTINGS_MODULE=config.settings.demo
 TEST := DJANGO_SETTINGS_MODULE=config.settings.test
 
-.PHONY: demo test lint typecheck pytest services venv clean-demo
+.PHONY: demo test lint typecheck pytest services venv clean-demo browser
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ clean-demo:
 ## test: build the environment, check PostgreSQL and Redis, then lint, type-check and run pytest
 test: $(STAMP) services lint typecheck pytest
 
+# Browser tests drive Debian's Chromium; Playwright never downloads a browser of its own.
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
 services: $(STAMP)
 	$(TEST) $(BIN)/python scripts/check_services.py
 
@@ -38,7 +42,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP) services
+pytest: $(STAMP) services browser
 	$(TEST) $(BIN)/python manage.py check
 	$(TEST) $(BIN)/python manage.py makemigrations --check --dry-run
 	$(TEST) $(BIN)/pytest

@@ -187,7 +187,7 @@ class Prompt(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["study", "external_id"]
+        ordering = ["study_id", "external_id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["study", "external_id"], name="prompt_unique_external_id"
@@ -212,7 +212,7 @@ class System(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["study", "name", "version"]
+        ordering = ["study_id", "name", "version"]
         constraints = [
             models.UniqueConstraint(
                 fields=["study", "name", "version"], name="system_unique_name_version"
@@ -245,7 +245,7 @@ class Answer(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["prompt", "system"]
+        ordering = ["prompt_id", "system_id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["prompt", "system"], name="answer_unique_prompt_system"
@@ -300,7 +300,7 @@ class Pair(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["study", "prompt", "turn", "answer_a", "answer_b"]
+        ordering = ["study_id", "prompt_id", "turn", "answer_a_id", "answer_b_id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["answer_a", "answer_b", "turn"], name="pair_unique_answers_turn"
@@ -367,7 +367,7 @@ class Worker(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["study", "panel", "external_id"]
+        ordering = ["study_id", "panel", "external_id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["study", "panel", "external_id"], name="worker_unique_external_id"

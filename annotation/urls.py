@@ -2,13 +2,21 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import quality, studies
+from annotation.views import importing, pairs, quality, studies
 
 app_name = "annotation"
 
 urlpatterns = [
     path("", studies.StudyListView.as_view(), name="study_list"),
     path("<slug:slug>/", studies.StudyDetailView.as_view(), name="study_detail"),
+    path("<slug:slug>/pairs/", pairs.StudyPairsView.as_view(), name="study_pairs"),
+    path("<slug:slug>/import/", importing.StudyImportView.as_view(), name="study_import"),
+    path("<slug:slug>/flagged/", importing.FlaggedAnswerListView.as_view(), name="flagged_answers"),
+    path(
+        "<slug:slug>/flagged/<int:answer_id>/clear/",
+        importing.FlaggedAnswerClearView.as_view(),
+        name="flagged_answer_clear",
+    ),
     path("<slug:slug>/workers/", quality.WorkerQualityView.as_view(), name="worker_quality"),
     path(
         "<slug:slug>/workers/<int:worker_id>/action/",

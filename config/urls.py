@@ -14,5 +14,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("studies/", include("annotation.urls")),
+    path("studies/<slug:slug>/judges/", include("judges.urls")),
     path("work/", include("annotation.work_urls")),
 ]

@@ -12,6 +12,15 @@ from django.db.models import Q
 from annotation.models import Answer, Pair, Preference, Study
 
 
+class OutputFormat(models.TextChoices):
+    """What a prompt template asks the judge to write (see judges.llm.prompts)."""
+
+    LIKERT = "likert", "Likert 1-8 on the first line"
+    TWO_SCORES = "two_scores", "Two scores 1-10"
+    VERDICT = "verdict", "Verdict [[A]] / [[B]] / [[C]]"
+    VALUES = "values", "Winner and seven values"
+
+
 def template_hash(template: str) -> str:
     """Return the SHA-256 of a prompt template, so a report can say exactly what was asked."""
     return hashlib.sha256(template.encode("utf-8")).hexdigest()
@@ -42,7 +51,16 @@ class Judge(models.Model):
         blank=True,
         help_text="Name of the environment variable that holds the key (never the key itself).",
     )
-    prompt_template = models.TextField(blank=True)
+    prompt_template = models.TextField(
+        blank=True,
+        help_text="Variables: {question}, {answer_first}, {answer_second}, {turn}, {values}.",
+    )
+    output_format = models.CharField(
+        max_length=12,
+        choices=OutputFormat.choices,
+        default=OutputFormat.LIKERT,
+        help_text="What the template asks for; decides how replies are parsed.",
+    )
     template_hash = models.CharField(max_length=64, blank=True, editable=False)
     params = models.JSONField(
         default=dict, blank=True, help_text='For example {"temperature": 0, "max_tokens": 512}.'
@@ -164,7 +182,9 @@ class JudgeCall(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "pair", "order"]
+        # By column, not by relation: following Pair's own ordering through both answers makes
+        # Django report an ordering loop.
+        ordering = ["run_id", "pair_id", "order"]
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "pair", "order"], name="call_unique_run_pair_order"

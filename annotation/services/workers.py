@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from annotation.models import Worker
+from annotation.models import Assignment, Worker
 from annotation.selectors.work import worker_gold_score
 from annotation.services.assignments import assignments_release
 
@@ -88,3 +89,21 @@ def worker_block_set(*, worker: Worker, blocked: bool, reason: str) -> Worker:
         assignments_release(worker=worker)
     worker.refresh_from_db(fields=["state", "state_reason"])
     return worker
+
+
+@transaction.atomic
+def workers_block(*, workers: QuerySet[Worker]) -> int:
+    """Block the given workers from taking more pairs and release what they hold.
+
+    Returns how many were not blocked yet.
+    """
+    changed = workers.exclude(state=Worker.State.BLOCKED).update(state=Worker.State.BLOCKED)
+    Assignment.objects.filter(
+        worker__in=workers.values("pk"), status=Assignment.Status.RESERVED
+    ).update(status=Assignment.Status.RETURNED)
+    return changed
+
+
+def workers_unblock(*, workers: QuerySet[Worker]) -> int:
+    """Let blocked workers work again (state active); return how many were blocked."""
+    return workers.filter(state=Worker.State.BLOCKED).update(state=Worker.State.ACTIVE)

@@ -130,3 +130,43 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+# --- Judges -----------------------------------------------------------------------------------
+# Hosts a judge's base URL may point at. An admin sets this in the environment; a base URL whose
+# host is not listed is refused when the judge is saved and again when it is called (SSRF).
+CONCORD_JUDGE_HOST_ALLOWLIST: list[str] = env.list(
+    "CONCORD_JUDGE_HOST_ALLOWLIST", default=["api.openai.com", "127.0.0.1", "localhost"]
+)
+# Seconds a claimed call may run before the reconciler hands it to another worker. It must
+# exceed the HTTP timeout, so a live call is never handed out twice.
+CONCORD_JUDGE_TIMEOUT_SECONDS: float = env.float("CONCORD_JUDGE_TIMEOUT_SECONDS", default=60.0)
+CONCORD_JUDGE_LEASE_SECONDS: int = env.int("CONCORD_JUDGE_LEASE_SECONDS", default=180)
+# Seconds a pending call may wait for its message before the reconciler sends another one.
+CONCORD_JUDGE_PENDING_GRACE_SECONDS: int = env.int(
+    "CONCORD_JUDGE_PENDING_GRACE_SECONDS", default=1800
+)
+CONCORD_JUDGE_MAX_ATTEMPTS: int = env.int("CONCORD_JUDGE_MAX_ATTEMPTS", default=6)
+CONCORD_JUDGE_BACKOFF_BASE_SECONDS: float = env.float(
+    "CONCORD_JUDGE_BACKOFF_BASE_SECONDS", default=2.0
+)
+# Length of the rate-limit window; a judge's requests_per_minute and tokens_per_minute are
+# enforced per window of this many seconds (60 in production; tests shorten it).
+CONCORD_JUDGE_RATE_WINDOW_SECONDS: float = env.float(
+    "CONCORD_JUDGE_RATE_WINDOW_SECONDS", default=60.0
+)
+CONCORD_JUDGE_RECONCILE_SECONDS: float = env.float("CONCORD_JUDGE_RECONCILE_SECONDS", default=60.0)
+CONCORD_JUDGE_FAN_OUT_CHUNK: int = env.int("CONCORD_JUDGE_FAN_OUT_CHUNK", default=500)
+
+CELERY_TASK_ROUTES = {
+    "judges.call_execute": {"queue": "llm_judge"},
+    "judges.run_fan_out": {"queue": "llm_judge"},
+    "judges.calls_reconcile": {"queue": "llm_judge"},
+}
+CELERY_BEAT_SCHEDULE = {
+    "judges-calls-reconcile": {
+        "task": "judges.calls_reconcile",
+        "schedule": CONCORD_JUDGE_RECONCILE_SECONDS,
+    },
+    # Reservations stop counting at their expiry anyway; this brings their stored status in line.
+    "annotation-assignments-expire": {"task": "annotation.assignments_expire", "schedule": 60.0},
+}

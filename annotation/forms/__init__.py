@@ -1,0 +1,1 @@
+"""Django forms of the annotation app, one module per area."""

@@ -1,0 +1,1 @@
+"""The LLM judge: prompt templates, strict parsers, baselines and the OpenAI-compatible client."""

@@ -1,0 +1,211 @@
+"""The five prompt templates that ship with Concord, written in our own words, and rendering.
+
+Variables a template may use (each written in braces, e.g. ``{question}``):
+
+``{question}``
+    The user's turns up to the judged turn, numbered when there is more than one.
+``{answer_first}`` / ``{answer_second}``
+    The answer shown first and the one shown second (which of A and B is first depends on the
+    call's order). For a multi-turn pair, the assistant's turns up to the judged turn.
+``{turn}``
+    The judged turn, counted from 1.
+``{values}``
+    The seven values, one per line as ``key: label - description``.
+
+Any other text in braces is left as written, so templates may contain JSON or code examples.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from annotation.models import SEVEN_VALUES
+from judges.models import OutputFormat
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    title: str
+    output_format: OutputFormat
+    text: str
+
+
+VARIABLES: tuple[str, ...] = ("question", "answer_first", "answer_second", "turn", "values")
+_VARIABLE = re.compile(r"\{(" + "|".join(VARIABLES) + r")\}")
+
+_LIKERT_BODY = """You are rating two replies written by AI assistants to the same request.
+
+Request:
+<<<
+{question}
+>>>
+
+First reply:
+<<<
+{answer_first}
+>>>
+
+Second reply:
+<<<
+{answer_second}
+>>>
+
+Decide which reply serves the person who made the request better: consider whether it is
+helpful, correct, complete, honest and harmless. Give a score from 1 to 8 on this scale:
+1 = the first reply is much better
+2 = the first reply is better
+3 = the first reply is slightly better
+4 = about the same, the first a little ahead
+5 = about the same, the second a little ahead
+6 = the second reply is slightly better
+7 = the second reply is better
+8 = the second reply is much better
+"""
+
+_LIKERT_FORMAT = """
+Write the score alone, as a single digit, on the first line. From the second line on, explain
+your score in two or three sentences."""
+
+_LIKERT_NO_POSITION = """
+The order in which the replies appear was chosen at random and says nothing about their quality.
+Do not favour a reply because it comes first or second, and do not let length alone sway you:
+judge the content only."""
+
+LIKERT = PromptTemplate(
+    name="likert",
+    title="Pairwise Likert 1-8, score on the first line",
+    output_format=OutputFormat.LIKERT,
+    text=_LIKERT_BODY + _LIKERT_FORMAT,
+)
+LIKERT_NO_POSITION = PromptTemplate(
+    name="likert_no_position",
+    title="Pairwise Likert 1-8, told to ignore the order",
+    output_format=OutputFormat.LIKERT,
+    text=_LIKERT_BODY + _LIKERT_NO_POSITION + "\n" + _LIKERT_FORMAT,
+)
+TWO_SCORES = PromptTemplate(
+    name="two_scores",
+    title="One score from 1 to 10 per answer",
+    output_format=OutputFormat.TWO_SCORES,
+    text="""You are grading two replies written by AI assistants to the same request.
+
+Request:
+<<<
+{question}
+>>>
+
+First reply:
+<<<
+{answer_first}
+>>>
+
+Second reply:
+<<<
+{answer_second}
+>>>
+
+Grade each reply on its own merits from 1 (useless or harmful) to 10 (could not be better),
+considering helpfulness, correctness, completeness and clarity. Write the two grades on the first
+line, the first reply's grade then the second reply's, separated by one space (for example: 7 4).
+From the second line on, justify the grades briefly.""",
+)
+VERDICT = PromptTemplate(
+    name="verdict",
+    title="Verdict [[A]], [[B]] or [[C]] for a tie",
+    output_format=OutputFormat.VERDICT,
+    text="""Act as an impartial referee between two AI assistants. Below is a user's request and
+the reply of assistant A and of assistant B.
+
+[Request]
+{question}
+
+[Assistant A]
+{answer_first}
+
+[Assistant B]
+{answer_second}
+
+Compare the replies for helpfulness, relevance, accuracy, depth and care. Ignore the order in
+which they are shown, their length and the assistants' names. Explain your comparison in a few
+sentences, then end with your verdict as exactly one of these tokens: [[A]] if assistant A is
+better, [[B]] if assistant B is better, [[C]] if they are equally good.""",
+)
+VALUES = PromptTemplate(
+    name="values",
+    title="Winner and the values that make it better",
+    output_format=OutputFormat.VALUES,
+    text="""Two AI assistants answered the same request for advice.
+
+Request:
+<<<
+{question}
+>>>
+
+First reply:
+<<<
+{answer_first}
+>>>
+
+Second reply:
+<<<
+{answer_second}
+>>>
+
+First decide which reply is better. Then say which of these values make the better reply better;
+choose one or more:
+{values}
+
+On the first line write FIRST or SECOND, naming the better reply. On the second line write the
+keys of the values you chose (the words before the colons), separated by commas. From the third
+line on, explain briefly.""",
+)
+
+TEMPLATES: dict[str, PromptTemplate] = {
+    template.name: template
+    for template in (LIKERT, LIKERT_NO_POSITION, TWO_SCORES, VERDICT, VALUES)
+}
+
+
+def values_block() -> str:
+    """The seven values, one per line, as templates show them."""
+    return "\n".join(f"{key}: {label} - {description}" for key, label, description in SEVEN_VALUES)
+
+
+def conversation_render(user_turns: list[str], answer_turns: list[str], turn: int) -> str:
+    """The assistant side of a conversation up to `turn`, labelled when there are several."""
+    if turn <= 1:
+        return answer_turns[0] if answer_turns else ""
+    parts = []
+    for index in range(turn):
+        question = user_turns[index] if index < len(user_turns) else ""
+        answer = answer_turns[index] if index < len(answer_turns) else ""
+        parts.append(f"(User, turn {index + 1}) {question}\n(Reply, turn {index + 1}) {answer}")
+    return "\n\n".join(parts)
+
+
+def question_render(user_turns: list[str], turn: int) -> str:
+    """The user's request: the first turn alone, or every turn up to `turn`, numbered."""
+    if turn <= 1:
+        return user_turns[0] if user_turns else ""
+    return "\n\n".join(f"(Turn {index + 1}) {text}" for index, text in enumerate(user_turns[:turn]))
+
+
+def template_render(
+    template_text: str,
+    *,
+    question: str,
+    answer_first: str,
+    answer_second: str,
+    turn: int = 1,
+) -> str:
+    """Fill a template's variables; text in braces that is not a variable stays as written."""
+    values = {
+        "question": question,
+        "answer_first": answer_first,
+        "answer_second": answer_second,
+        "turn": str(turn),
+        "values": values_block(),
+    }
+    return _VARIABLE.sub(lambda match: values[match.group(1)], template_text)

@@ -1,0 +1,119 @@
+"""Reads of judge runs and calls, each checked against the requesting user."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import Count, Q, QuerySet, Sum
+
+from annotation.selectors.studies import study_list_for_user
+from judges.models import Judge, JudgeCall, JudgeRun
+from judges.services.calls import call_messages, cost_compute, tokens_estimate
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A run's progress, counted from its call rows (never from counters)."""
+
+    status: str
+    total: int
+    pending: int
+    running: int
+    done: int
+    failed: int
+    parse_errors: int
+    refusals: int
+    cost_usd: Decimal
+    estimated_to_finish_usd: Decimal
+    budget_usd: Decimal | None
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.failed
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.finished / self.total) if self.total else 100
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("cost_usd", "estimated_to_finish_usd", "budget_usd"):
+            data[key] = None if data[key] is None else str(data[key])
+        data["percent"] = self.percent
+        return data
+
+
+def judge_run_list_for_user(*, user: User | AnonymousUser) -> QuerySet[JudgeRun]:
+    """Runs on studies the user may read (none for annotators and outsiders)."""
+    return JudgeRun.objects.filter(study__in=study_list_for_user(user=user)).select_related(
+        "judge", "study"
+    )
+
+
+def judge_run_get_for_user(*, user: User | AnonymousUser, run_id: int) -> JudgeRun:
+    """The run if the user may read it; raise JudgeRun.DoesNotExist otherwise."""
+    return judge_run_list_for_user(user=user).get(pk=run_id)
+
+
+def judge_call_list(*, run: JudgeRun) -> QuerySet[JudgeCall]:
+    return run.calls.select_related("pair__prompt").order_by("pk")
+
+
+def judge_call_get(*, run: JudgeRun, call_id: int) -> JudgeCall:
+    return run.calls.select_related("pair__prompt", "pair__answer_a", "pair__answer_b").get(
+        pk=call_id
+    )
+
+
+def judge_run_progress(*, run: JudgeRun) -> RunProgress:
+    """Count the run's calls by status and estimate what finishing would cost, in two queries."""
+    counts = run.calls.aggregate(
+        total=Count("pk"),
+        pending=Count("pk", filter=Q(status=JudgeCall.Status.PENDING)),
+        running=Count("pk", filter=Q(status=JudgeCall.Status.RUNNING)),
+        done=Count("pk", filter=Q(status=JudgeCall.Status.DONE)),
+        failed=Count("pk", filter=Q(status=JudgeCall.Status.FAILED)),
+        parse_errors=Count("pk", filter=Q(status=JudgeCall.Status.DONE) & ~Q(parse_error="")),
+        refusals=Count("pk", filter=Q(refusal=True)),
+        cost=Sum("cost_usd"),
+        paid=Count("pk", filter=Q(cost_usd__gt=0)),
+    )
+    cost = counts["cost"] or Decimal(0)
+    remaining = counts["pending"] + counts["running"]
+    estimate = Decimal(0)
+    if remaining and counts["paid"]:
+        estimate = cost / counts["paid"] * remaining
+    elif remaining and run.judge.kind == Judge.Kind.LLM:
+        estimate = _first_call_estimate(run) * remaining
+    return RunProgress(
+        status=run.status,
+        total=counts["total"],
+        pending=counts["pending"],
+        running=counts["running"],
+        done=counts["done"],
+        failed=counts["failed"],
+        parse_errors=counts["parse_errors"],
+        refusals=counts["refusals"],
+        cost_usd=cost.quantize(Decimal("0.000001")),
+        estimated_to_finish_usd=estimate.quantize(Decimal("0.000001")),
+        budget_usd=run.budget_usd,
+    )
+
+
+def _first_call_estimate(run: JudgeRun) -> Decimal:
+    """Before any call is paid: the price of one call from its prompt length and reply cap."""
+    call = (
+        run.calls.select_related("run__judge", "pair__prompt", "pair__answer_a", "pair__answer_b")
+        .order_by("pk")
+        .first()
+    )
+    if call is None:
+        return Decimal(0)
+    judge = run.judge
+    messages = call_messages(call=call)
+    max_tokens = int(judge.params.get("max_tokens", 512))
+    prompt_tokens = tokens_estimate(judge=judge, messages=messages) - max_tokens
+    return cost_compute(judge=judge, tokens_in=prompt_tokens, tokens_out=max_tokens)

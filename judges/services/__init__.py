@@ -1,0 +1,1 @@
+"""Writes of the judges app."""

@@ -1,0 +1,111 @@
+"""Writes and checks of judge configurations."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from judges.llm.client import JudgeNotConfigured, UnsafeBaseURL, api_key_get, base_url_check
+from judges.llm.prompts import TEMPLATES
+from judges.models import Judge, template_hash
+
+RUNNABLE_KINDS = (Judge.Kind.LLM, Judge.Kind.RANDOM, Judge.Kind.LONGER)
+
+
+def judge_validate(*, judge: Judge) -> None:
+    """Raise ValidationError naming the field when an LLM judge's configuration is unusable.
+
+    The key itself is not required here: a judge may be saved before its key is set, and then
+    shows "not configured" until it is.
+    """
+    if judge.kind != Judge.Kind.LLM:
+        return
+    errors: dict[str, str] = {}
+    if not judge.base_url:
+        errors["base_url"] = "An LLM judge needs a base URL, e.g. https://api.openai.com/v1."
+    else:
+        try:
+            base_url_check(judge.base_url)
+        except UnsafeBaseURL as exc:
+            errors["base_url"] = str(exc)
+    if not judge.model_name:
+        errors["model_name"] = "An LLM judge needs a model name, e.g. gpt-4o."
+    if not judge.api_key_env:
+        errors["api_key_env"] = "Name the environment variable that holds the key."
+    elif not judge.api_key_env.replace("_", "").isalnum() or judge.api_key_env[0].isdigit():
+        errors["api_key_env"] = (
+            f"{judge.api_key_env!r} is not an environment variable name (letters, digits, _)."
+        )
+    if not judge.prompt_template.strip():
+        errors["prompt_template"] = "An LLM judge needs a prompt template."
+    if errors:
+        raise ValidationError(errors)
+
+
+def judge_create(
+    *,
+    name: str,
+    kind: str,
+    model_name: str = "",
+    base_url: str = "",
+    api_key_env: str = "",
+    template_name: str | None = None,
+    prompt_template: str = "",
+    output_format: str | None = None,
+    params: dict[str, Any] | None = None,
+    price_input_per_mtok: Decimal = Decimal(0),
+    price_output_per_mtok: Decimal = Decimal(0),
+    requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
+    order_policy: str = Judge.OrderPolicy.BOTH,
+) -> Judge:
+    """Create a judge, from a shipped template by name or from its own template text."""
+    if template_name is not None:
+        if template_name not in TEMPLATES:
+            raise ValidationError(
+                {"template_name": f"unknown template {template_name!r}; one of {sorted(TEMPLATES)}"}
+            )
+        template = TEMPLATES[template_name]
+        prompt_template = template.text
+        output_format = output_format or template.output_format
+    judge = Judge(
+        name=name,
+        kind=kind,
+        model_name=model_name,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        prompt_template=prompt_template,
+        output_format=output_format or Judge._meta.get_field("output_format").default,
+        params=params if params is not None else {"temperature": 0, "max_tokens": 512},
+        price_input_per_mtok=price_input_per_mtok,
+        price_output_per_mtok=price_output_per_mtok,
+        requests_per_minute=requests_per_minute,
+        tokens_per_minute=tokens_per_minute,
+        order_policy=order_policy,
+    )
+    judge.template_hash = template_hash(judge.prompt_template)
+    judge.full_clean()
+    judge_validate(judge=judge)
+    judge.save()
+    return judge
+
+
+def judge_readiness(*, judge: Judge) -> str:
+    """Return "" when the judge can run now, or what is missing, e.g. "not configured: set X"."""
+    if judge.kind not in RUNNABLE_KINDS:
+        return f"not runnable: {judge.get_kind_display()} judges are not run as calls"
+    if judge.kind != Judge.Kind.LLM:
+        return ""
+    try:
+        judge_validate(judge=judge)
+    except ValidationError as exc:
+        return "not configured: " + "; ".join(
+            message for messages in exc.message_dict.values() for message in messages
+        )
+    try:
+        api_key_get(judge.api_key_env)
+    except JudgeNotConfigured as exc:
+        return str(exc)
+    return ""

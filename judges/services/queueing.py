@@ -1,0 +1,53 @@
+"""Sending judge tasks to the broker, and checking first that it answers."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+
+from config.celery import app as celery_app
+from config.queues import Queue
+
+
+class BrokerUnavailable(Exception):
+    """The Celery broker does not answer, so judge work cannot be queued."""
+
+
+def _broker_label() -> str:
+    """The broker URL without any password, fit for an error message."""
+    parts = urlsplit(settings.CELERY_BROKER_URL)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def broker_check() -> None:
+    """Raise BrokerUnavailable unless the broker accepts a connection now."""
+    try:
+        with celery_app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0, timeout=3)
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means the same thing
+        raise BrokerUnavailable(
+            f"the Celery broker at {_broker_label()} does not answer ({exc}); start it or set "
+            "CELERY_BROKER_URL. Nothing was queued."
+        ) from exc
+
+
+def task_send(name: str, *, args: list[int], countdown: float | None = None) -> None:
+    """Publish a judge task by its name; raise BrokerUnavailable if the broker refuses it."""
+    try:
+        celery_app.send_task(
+            name,
+            args=args,
+            queue=Queue.LLM_JUDGE.value,
+            countdown=countdown,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise BrokerUnavailable(
+            f"could not queue {name} at {_broker_label()} ({exc}); the reconciler will queue "
+            "the work again once the broker answers."
+        ) from exc

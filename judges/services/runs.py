@@ -1,0 +1,207 @@
+"""Starting, fanning out, cancelling, resuming and reconciling judge runs."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.models import Pair, Study
+from annotation.roles import Role
+from annotation.selectors.studies import study_list_for_user, user_has_role
+from judges.models import Judge, JudgeCall, JudgeRun
+from judges.services.calls import run_cost, run_finish_if_complete
+from judges.services.judges import judge_readiness
+from judges.services.queueing import broker_check, task_send
+
+logger = logging.getLogger(__name__)
+
+TASK_CALL_EXECUTE = "judges.call_execute"
+TASK_RUN_FAN_OUT = "judges.run_fan_out"
+
+
+class JudgeNotReady(Exception):
+    """The judge cannot run now; the message says what to set."""
+
+
+def _check_may_run(*, user: User, study: Study) -> None:
+    may = user_has_role(user, Role.ADMIN) or user_has_role(user, Role.RESEARCHER)
+    if not may or not study_list_for_user(user=user).filter(pk=study.pk).exists():
+        raise PermissionDenied(f"{user} may not run judges on study {study.slug!r}")
+
+
+def orders_for(*, policy: str, seed: int, pair_id: int) -> list[str]:
+    """The orders a pair is shown in under a judge's order policy."""
+    if policy == Judge.OrderPolicy.BOTH:
+        return [JudgeCall.Order.A_FIRST, JudgeCall.Order.B_FIRST]
+    if policy == Judge.OrderPolicy.RANDOM:
+        rng = random.Random(f"{seed}:{pair_id}:order")
+        return [rng.choice([JudgeCall.Order.A_FIRST, JudgeCall.Order.B_FIRST])]
+    return [JudgeCall.Order.A_FIRST]
+
+
+def judge_run_start(
+    *,
+    judge: Judge,
+    study: Study,
+    user: User,
+    pairs: Iterable[Pair] | None = None,
+    budget_usd: Decimal | None = None,
+    seed: int | None = None,
+) -> JudgeRun:
+    """Create a run with one pending call per pair and order, then queue them after commit.
+
+    Raise JudgeNotReady when the judge lacks its key or configuration, BrokerUnavailable when
+    the broker does not answer (before anything is written), ValidationError for pairs of
+    another study or a negative budget.
+    """
+    _check_may_run(user=user, study=study)
+    problem = judge_readiness(judge=judge)
+    if problem:
+        raise JudgeNotReady(f"judge {judge.name!r} is {problem}")
+    if budget_usd is not None and budget_usd < 0:
+        raise ValidationError({"budget_usd": "The budget must be zero or more."})
+    if pairs is None:
+        pair_list = list(study.pairs.order_by("pk"))
+    else:
+        pair_list = sorted(pairs, key=lambda pair: pair.pk)
+        foreign = [pair.pk for pair in pair_list if pair.study_id != study.pk]
+        if foreign:
+            raise ValidationError({"pairs": f"pairs {foreign} do not belong to {study.slug!r}"})
+    if not pair_list:
+        raise ValidationError({"pairs": f"study {study.slug!r} has no pairs to judge"})
+    broker_check()
+    run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    now = timezone.now()
+    grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
+    with transaction.atomic():
+        run = JudgeRun.objects.create(
+            judge=judge,
+            study=study,
+            status=JudgeRun.Status.RUNNING,
+            budget_usd=budget_usd,
+            seed=run_seed,
+            created_by=user,
+            started_at=now,
+        )
+        run.pairs.set(pair_list)
+        JudgeCall.objects.bulk_create(
+            JudgeCall(run=run, pair=pair, order=order, lease_expires_at=now + grace)
+            for pair in pair_list
+            for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
+        )
+        run_id = run.pk
+        transaction.on_commit(lambda: task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
+    return run
+
+
+def judge_run_fan_out(*, run_id: int, after_call_id: int) -> int | None:
+    """Queue one chunk of the run's pending calls with ids above `after_call_id`.
+
+    Return the last id queued when more may follow, None when the run is fully queued. Big runs
+    are queued chunk by chunk, each chunk by its own task, so no message or request is huge.
+    """
+    if not JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).exists():
+        return None
+    chunk = settings.CONCORD_JUDGE_FAN_OUT_CHUNK
+    ids = list(
+        JudgeCall.objects.filter(
+            run_id=run_id, status=JudgeCall.Status.PENDING, pk__gt=after_call_id
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)[:chunk]
+    )
+    for call_id in ids:
+        task_send(TASK_CALL_EXECUTE, args=[call_id])
+    return ids[-1] if len(ids) == chunk else None
+
+
+def judge_run_cancel(*, run: JudgeRun, user: User) -> JudgeRun:
+    """Stop a run: no new call is claimed; calls already in flight finish and are recorded."""
+    _check_may_run(user=user, study=run.study)
+    changed = JudgeRun.objects.filter(
+        pk=run.pk,
+        status__in=[
+            JudgeRun.Status.PENDING,
+            JudgeRun.Status.RUNNING,
+            JudgeRun.Status.BUDGET_REACHED,
+        ],
+    ).update(status=JudgeRun.Status.CANCELLED, finished_at=timezone.now())
+    run.refresh_from_db()
+    if changed != 1:
+        raise ValidationError(f"run {run.pk} is {run.get_status_display().lower()}; not cancelled")
+    return run
+
+
+def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = None) -> JudgeRun:
+    """Run again a cancelled or budget-stopped run's pending calls, optionally with a new budget."""
+    _check_may_run(user=user, study=run.study)
+    problem = judge_readiness(judge=run.judge)
+    if problem:
+        raise JudgeNotReady(f"judge {run.judge.name!r} is {problem}")
+    new_budget = budget_usd if budget_usd is not None else run.budget_usd
+    if new_budget is not None and run_cost(run_id=run.pk) >= new_budget:
+        raise ValidationError(
+            {"budget_usd": f"the run has spent {run_cost(run_id=run.pk)} USD; raise the budget"}
+        )
+    broker_check()
+    with transaction.atomic():
+        changed = JudgeRun.objects.filter(
+            pk=run.pk,
+            status__in=[JudgeRun.Status.CANCELLED, JudgeRun.Status.BUDGET_REACHED],
+        ).update(status=JudgeRun.Status.RUNNING, budget_usd=new_budget, finished_at=None)
+        if changed != 1:
+            run.refresh_from_db()
+            raise ValidationError(
+                f"run {run.pk} is {run.get_status_display().lower()}; only a cancelled or "
+                "budget-stopped run can be resumed"
+            )
+        run_id = run.pk
+        transaction.on_commit(lambda: task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
+    run.refresh_from_db()
+    return run
+
+
+def judge_calls_reconcile() -> int:
+    """Queue again the calls a lost message or a dead worker left behind; return how many.
+
+    A running call past its lease goes back to pending (its worker died or lost the broker); a
+    pending call past its grace time gets a new message. Duplicated messages are harmless: the
+    claim lets only one through. Runs of which nothing is left open are marked done.
+    """
+    now = timezone.now()
+    grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
+    JudgeCall.objects.filter(
+        status=JudgeCall.Status.RUNNING,
+        lease_expires_at__lt=now,
+    ).update(status=JudgeCall.Status.PENDING, lease_expires_at=None)
+    stale = list(
+        JudgeCall.objects.filter(
+            Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True),
+            status=JudgeCall.Status.PENDING,
+            run__status=JudgeRun.Status.RUNNING,
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)[: settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4]
+    )
+    if stale:
+        JudgeCall.objects.filter(pk__in=stale, status=JudgeCall.Status.PENDING).update(
+            lease_expires_at=now + grace
+        )
+        for call_id in stale:
+            task_send(TASK_CALL_EXECUTE, args=[call_id])
+        logger.info("reconciler queued %d calls again", len(stale))
+    for run_id in JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).values_list(
+        "pk", flat=True
+    ):
+        run_finish_if_complete(run_id=run_id)
+    return len(stale)

@@ -1,0 +1,44 @@
+"""Celery tasks of the judges app: doors that load ids and call one service.
+
+Every task has a stable explicit name, takes ids only, acknowledges late and is rejected (so
+redelivered) when its worker dies. Results are not stored: the call rows are the record. They
+are routed to the llm_judge queue by CELERY_TASK_ROUTES in the settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from judges.services.calls import judge_call_execute
+from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
+
+TASK_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "ignore_result": True,
+}
+
+
+@shared_task(name="judges.call_execute", bind=True, max_retries=None, **TASK_OPTIONS)
+def call_execute(self: Any, call_id: int) -> str:
+    """Make one judge call; retry later when the service says a transient error allows it."""
+    outcome = judge_call_execute(call_id=call_id)
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
+    return outcome.status
+
+
+@shared_task(name="judges.run_fan_out", **TASK_OPTIONS)
+def run_fan_out(run_id: int, after_call_id: int) -> None:
+    """Queue one chunk of a run's calls, then the next chunk as a task of its own."""
+    last = judge_run_fan_out(run_id=run_id, after_call_id=after_call_id)
+    if last is not None:
+        run_fan_out.apply_async(args=[run_id, last])
+
+
+@shared_task(name="judges.calls_reconcile", **TASK_OPTIONS)
+def calls_reconcile() -> int:
+    """Queue again calls stuck past their lease (run by Celery beat)."""
+    return judge_calls_reconcile()

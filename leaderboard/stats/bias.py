@@ -1,0 +1,107 @@
+"""Position bias and length bias of a judge (human or automatic)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from leaderboard.stats.correlation import Correlation, correlation
+from leaderboard.stats.likert import (
+    LIKERT_MAX,
+    LIKERT_MIN,
+    PREFERENCES,
+    as_likert_scores,
+    preference_sign,
+)
+from leaderboard.stats.proportion import Proportion, wilson_interval
+
+
+@dataclass(frozen=True)
+class PositionBias:
+    """Histogram of shown Likert scores and the share of preferences for the first-shown answer."""
+
+    histogram: dict[int, int]
+    prefers_first: Proportion
+
+
+@dataclass(frozen=True)
+class LengthBias:
+    """Share of decisive judgments preferring the longer answer, and the signed correlation."""
+
+    prefers_longer: Proportion
+    correlation: Correlation
+
+
+def position_bias(
+    shown_scores: npt.ArrayLike, *, ties: bool = False, confidence: float = 0.95
+) -> PositionBias:
+    """Return the histogram of shown Likert 1-8 scores and the share preferring the first shown.
+
+    Computed from the scores as shown (left = first), never from canonical scores.
+    ``ties=False``: every judgment counts; 1-4 prefer the first answer, share = #(1-4) / n.
+    ``ties=True``: 4-5 are ties and left out; share = #(1-3) / #(1-3 or 6-8).
+    An unbiased judge on counterbalanced pairs has a share near 1/2. Interval: Wilson score
+    (Wilson 1927). Source: the H4 study "Can foundation models label data like humans?" (2023)
+    shows GPT-4's position bias as this histogram; Zheng et al. (2023) section 3.3.
+    """
+    scores = as_likert_scores(shown_scores)
+    counts = np.bincount(scores, minlength=LIKERT_MAX + 1)
+    histogram = {s: int(counts[s]) for s in range(LIKERT_MIN, LIKERT_MAX + 1)}
+    if ties:
+        first, total = int(counts[1:4].sum()), int(counts[1:4].sum() + counts[6:9].sum())
+    else:
+        first, total = int(counts[1:5].sum()), int(scores.size)
+    return PositionBias(histogram, wilson_interval(first, total, confidence))
+
+
+def flip_rate(
+    first_order: npt.ArrayLike, second_order: npt.ArrayLike, *, confidence: float = 0.95
+) -> Proportion:
+    """Return the share of pairs whose canonical preference changes when the order is swapped.
+
+    ``first_order[i]`` and ``second_order[i]`` are the judge's canonical preferences ("A", "B",
+    "tie") on pair ``i`` judged with A first and with B first. Formula: #(first != second) / n,
+    with a Wilson interval (Wilson 1927). A consistent judge flips on none; a judge that always
+    picks the first-shown answer flips on every pair where it is decisive. Source: Zheng et al.
+    (2023), "Judging LLM-as-a-Judge", section 3.3 and Table 2 (position consistency).
+    """
+    first = np.asarray(first_order, dtype=object)
+    second = np.asarray(second_order, dtype=object)
+    if first.shape != second.shape or first.ndim != 1:
+        raise ValueError("both orders must be 1-D and of equal length")
+    unknown = (set(first.tolist()) | set(second.tolist())) - set(PREFERENCES)
+    if unknown:
+        raise ValueError(f"preferences must be in {PREFERENCES}; found {sorted(map(str, unknown))}")
+    flipped = int((first != second).sum())
+    return wilson_interval(flipped, int(first.size), confidence)
+
+
+def length_bias(
+    length_a: npt.ArrayLike,
+    length_b: npt.ArrayLike,
+    preference: npt.ArrayLike,
+    *,
+    confidence: float = 0.95,
+) -> LengthBias:
+    """Return how often the longer answer is preferred, and how preference follows length.
+
+    ``preference`` holds canonical "A" / "B" / "tie". Share: among judgments that are decisive
+    and whose answers differ in length, #(preferred answer is the longer) / n, with a Wilson
+    interval; an indifferent judge is near 1/2. Correlation: Spearman between ``len_b - len_a``
+    and the signed preference (A = -1, tie = 0, B = +1) over all judgments; positive means
+    longer answers are preferred (:func:`correlation`). Source: verbosity bias in Zheng et al.
+    (2023), section 3.3; Saito et al. (2023), "Verbosity bias in preference labeling by large
+    language models".
+    """
+    la = np.asarray(length_a, dtype=np.float64)
+    lb = np.asarray(length_b, dtype=np.float64)
+    sign = preference_sign(preference)
+    if not la.shape == lb.shape == sign.shape or la.ndim != 1:
+        raise ValueError("lengths and preferences must be 1-D and of equal length")
+    diff = lb - la
+    decisive = (sign != 0) & (diff != 0)
+    longer = int((np.sign(diff[decisive]) == sign[decisive]).sum())
+    share = wilson_interval(longer, int(decisive.sum()), confidence)
+    return LengthBias(share, correlation(diff, sign, "spearman", confidence=confidence))

@@ -1,0 +1,72 @@
+"""Likert 1-8 conventions shared by every part of Concord (see DESIGN.md, "Conventions").
+
+1 means the first answer (left, or A) is much better, 8 means the second is much better; 4 and 5
+are the two sides of "about equal". The scale and its collapse follow the Hugging Face H4 study
+"Can foundation models label data like humans?" (Rajani et al., 2023).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Preference = Literal["A", "B", "tie"]
+PREFERENCES: tuple[Preference, ...] = ("A", "B", "tie")
+
+LIKERT_MIN = 1
+LIKERT_MAX = 8
+
+
+def as_likert_scores(scores: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Return the scores as integers, raising ValueError unless each is a whole number in 1-8."""
+    arr = np.asarray(scores)
+    if arr.size and not np.issubdtype(arr.dtype, np.number):
+        raise ValueError("Likert scores must be numbers")
+    as_int = arr.astype(np.int64)
+    if not np.array_equal(as_int, arr):
+        raise ValueError("Likert scores must be whole numbers")
+    if as_int.size and (as_int.min() < LIKERT_MIN or as_int.max() > LIKERT_MAX):
+        raise ValueError(f"Likert scores must lie in {LIKERT_MIN}..{LIKERT_MAX}")
+    return as_int
+
+
+def canonical_score(shown: npt.ArrayLike, a_left: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Return the Likert score in canonical A/B terms.
+
+    Formula: ``canonical = shown`` when A was shown on the left, ``canonical = 9 - shown`` when B
+    was on the left (the 1-8 scale is mirrored). Source: Concord DESIGN.md conventions, after the
+    H4 study's blind left/right presentation.
+    """
+    scores = as_likert_scores(shown)
+    left = np.asarray(a_left, dtype=bool)
+    return np.where(left, scores, (LIKERT_MIN + LIKERT_MAX) - scores)
+
+
+def collapse(scores: npt.ArrayLike, *, ties: bool = True) -> npt.NDArray[np.str_]:
+    """Collapse Likert 1-8 scores into preferences "A", "B" (and "tie").
+
+    With ties: 1-3 = A, 4-5 = tie, 6-8 = B. Without ties: 1-4 = A, 5-8 = B. Source: the H4 study's
+    collapse of its 1-8 scale, as written in Concord DESIGN.md. Works on shown or canonical scores;
+    for shown scores "A" reads as "first shown".
+    """
+    s = as_likert_scores(scores)
+    if ties:
+        out = np.where(s <= 3, "A", np.where(s >= 6, "B", "tie"))
+    else:
+        out = np.where(s <= 4, "A", "B")
+    return out.astype("<U3")
+
+
+def preference_sign(preferences: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Map preferences to signed numbers: A = -1, tie = 0, B = +1.
+
+    Used to correlate a preference with a signed covariate (for example ``len_b - len_a``), so that
+    a positive correlation means "prefers B when B is larger".
+    """
+    prefs = np.asarray(preferences, dtype=object)
+    unknown = set(prefs.tolist()) - set(PREFERENCES)
+    if unknown:
+        raise ValueError(f"unknown preference labels: {sorted(map(str, unknown))}")
+    return np.where(prefs == "A", -1.0, np.where(prefs == "B", 1.0, 0.0)).astype(np.float64)

@@ -1,0 +1,85 @@
+"""Ranking quality: NDCG@k against gold relevances, and agreement of two leaderboards."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from leaderboard.stats.correlation import Correlation, correlation
+
+
+@dataclass(frozen=True)
+class RankCorrelation:
+    """Spearman and Kendall correlation of two leaderboards over the models they share."""
+
+    spearman: Correlation
+    kendall: Correlation
+    models: tuple[str, ...]
+
+
+def ndcg_at_k(
+    scores: npt.ArrayLike,
+    relevances: npt.ArrayLike,
+    k: int | None = None,
+    *,
+    gain: Literal["linear", "exponential"] = "linear",
+) -> float:
+    """Return NDCG@k of the ranking given by ``scores`` (higher first) against gold relevances.
+
+    Formula: ``DCG@k = sum_{i=1..k} g(rel_i) / log2(i + 1)`` over the items in score order,
+    ``NDCG@k = DCG@k / IDCG@k`` with IDCG the DCG of the items sorted by relevance;
+    ``g(r) = r`` ("linear", K. Järvelin & J. Kekäläinen 2002, "Cumulated gain-based evaluation of
+    IR techniques", ACM TOIS 20:422-446) or ``2**r - 1`` ("exponential", C. Burges et al. 2005,
+    "Learning to rank using gradient descent", ICML). AdvisorQA (Kim et al. 2024) scores its
+    Plackett-Luce model with NDCG against upvote rankings.
+
+    Tied scores are broken by input order (the first listed ranks higher); ``k=None`` uses all
+    items. Degenerate input: NaN when there are no items or every gold relevance is 0 (IDCG 0).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    rel = np.asarray(relevances, dtype=np.float64)
+    if s.shape != rel.shape or s.ndim != 1:
+        raise ValueError("scores and relevances must be 1-D and of equal length")
+    if k is not None and k < 1:
+        raise ValueError("k must be at least 1")
+    if (rel < 0).any():
+        raise ValueError("relevances must be non-negative")
+    depth = s.size if k is None else min(k, s.size)
+    if depth == 0:
+        return math.nan
+    gains = rel if gain == "linear" else np.exp2(rel) - 1.0
+    discount = 1.0 / np.log2(np.arange(2, depth + 2))
+    order = np.argsort(-s, kind="stable")[:depth]
+    ideal = np.sort(gains)[::-1][:depth]
+    idcg = float((ideal * discount).sum())
+    if idcg == 0.0:
+        return math.nan
+    return float((gains[order] * discount).sum()) / idcg
+
+
+def rank_correlation(
+    ratings_a: Mapping[str, float] | pd.Series, ratings_b: Mapping[str, float] | pd.Series
+) -> RankCorrelation:
+    """Return Spearman's rho and Kendall's tau-b between two leaderboards' ratings.
+
+    Only models present (with a non-NaN rating) in both leaderboards are compared; their names are
+    returned in ``models``. Formulas and intervals as :func:`correlation` (Spearman 1904; Kendall
+    1938, tau-b for ties). Used to ask whether a judge ranks models the way people do (H4 study,
+    Chatbot Arena vs MT-Bench in Zheng et al. 2023).
+    """
+    a = pd.Series(ratings_a, dtype="float64").dropna()
+    b = pd.Series(ratings_b, dtype="float64").dropna()
+    common = sorted(set(a.index) & set(b.index))
+    xs = a.loc[common].to_numpy()
+    ys = b.loc[common].to_numpy()
+    return RankCorrelation(
+        spearman=correlation(xs, ys, "spearman"),
+        kendall=correlation(xs, ys, "kendall"),
+        models=tuple(str(m) for m in common),
+    )

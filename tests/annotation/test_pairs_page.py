@@ -1,0 +1,133 @@
+"""The researcher's pairs page: who may see it, what it shows, and generating from it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from annotation.models import Pair, System
+from annotation.roles import Role
+from annotation.services.pairs import pairs_generate
+from tests.annotation.test_pairs import make_prompts, rank_answers
+from tests.conftest import PASSWORD, Cast, make_user
+
+
+def client_for(user: User) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def url(cast: Cast) -> str:
+    return f"/studies/{cast.study.slug}/pairs/"
+
+
+def test_a_member_researcher_sees_counts_and_system_names(cast: Cast) -> None:
+    make_prompts(cast.study, 2)
+    pairs_generate(study=cast.study, strategy="all")
+    response = client_for(cast.researcher).get(url(cast))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "12 pairs, 0 of them gold" in body
+    assert "alpha 1" in body and "delta 1" in body
+    assert "p000" in body and "coding" in body and "writing" in body
+
+
+def test_the_study_page_links_to_the_pairs_page_for_researchers(cast: Cast) -> None:
+    response = client_for(cast.researcher).get(f"/studies/{cast.study.slug}/")
+    assert url(cast).encode() in response.content
+
+
+def test_an_admin_may_open_any_studys_pairs_page(cast: Cast) -> None:
+    client = client_for(cast.admin)
+    assert client.get(url(cast)).status_code == 200
+    assert client.get(f"/studies/{cast.other_study.slug}/pairs/").status_code == 200
+
+
+def test_a_researcher_who_is_not_a_member_gets_404(cast: Cast) -> None:
+    stranger = make_user("sam-stranger", Role.RESEARCHER)
+    client = client_for(stranger)
+    assert client.get(url(cast)).status_code == 404
+    assert client.post(url(cast), {"strategy": "all", "turns": "all", "seed": 0}).status_code == 404
+    assert not Pair.objects.exists()
+
+
+def test_a_member_researcher_without_the_add_pair_permission_gets_404(cast: Cast) -> None:
+    group = Group.objects.get(name=Role.RESEARCHER)
+    group.permissions.remove(Permission.objects.get(codename="add_pair"))
+    assert client_for(cast.researcher).get(url(cast)).status_code == 404
+
+
+@pytest.mark.parametrize("who", ["annotator", "outsider"])
+def test_annotators_and_outsiders_get_404(cast: Cast, who: str) -> None:
+    user = cast.worker_one.user if who == "annotator" else cast.outsider
+    assert isinstance(user, User)
+    client = client_for(user)
+    assert client.get(url(cast)).status_code == 404
+    assert client.post(url(cast), {"strategy": "all", "turns": "all", "seed": 0}).status_code == 404
+
+
+def test_anonymous_visitors_are_sent_to_log_in(cast: Cast) -> None:
+    response = Client().get(url(cast))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_posting_the_form_generates_pairs_and_reports_counts(cast: Cast) -> None:
+    make_prompts(cast.study, 2)
+    baseline = System.objects.get(study=cast.study, name="alpha")
+    client = client_for(cast.researcher)
+    form = {"strategy": "baseline", "baseline": baseline.pk, "turns": "all", "seed": 0}
+    response = client.post(url(cast), form, follow=True)
+    assert response.status_code == 200
+    assert "baseline pairs: 6 created, 0 already present" in response.content.decode()
+    assert Pair.objects.filter(study=cast.study, source=Pair.Source.BASELINE).count() == 6
+
+
+def test_posting_gold_only_adds_gold_pairs(cast: Cast) -> None:
+    cast.study.gold_share = Decimal("1")
+    cast.study.save()
+    for prompt in make_prompts(cast.study, 2):
+        rank_answers(prompt, {"alpha": 1, "beta": 2, "gamma": 3, "delta": 4})
+    form = {"strategy": "", "turns": "all", "seed": 0, "gold": "first_vs_last"}
+    response = client_for(cast.researcher).post(url(cast), form, follow=True)
+    assert "Gold pairs (first_vs_last): 2 created" in response.content.decode()
+    assert Pair.objects.filter(study=cast.study, is_gold=True).count() == 2
+
+
+def test_a_sample_without_k_is_refused_with_a_message(cast: Cast) -> None:
+    make_prompts(cast.study, 1)
+    form = {"strategy": "sample", "turns": "all", "seed": 0}
+    response = client_for(cast.researcher).post(url(cast), form)
+    assert response.status_code == 400
+    assert "The sample strategy needs k" in response.content.decode()
+    assert not Pair.objects.exists()
+
+
+def test_a_baseline_from_another_study_cannot_be_chosen(cast: Cast) -> None:
+    make_prompts(cast.study, 1)
+    foreign = System.objects.create(study=cast.other_study, name="alpha", version="1")
+    form = {"strategy": "baseline", "baseline": foreign.pk, "turns": "all", "seed": 0}
+    response = client_for(cast.researcher).post(url(cast), form)
+    assert response.status_code == 400
+    assert not Pair.objects.exists()
+
+
+def test_the_page_is_paginated_and_its_queries_do_not_grow_with_pairs(cast: Cast) -> None:
+    client = client_for(cast.researcher)
+    make_prompts(cast.study, 1)
+    pairs_generate(study=cast.study, strategy="all")
+    with CaptureQueriesContext(connection) as few:
+        client.get(url(cast))
+    make_prompts(cast.study, 10, prefix="more")
+    pairs_generate(study=cast.study, strategy="all")
+    with CaptureQueriesContext(connection) as many:
+        response = client.get(url(cast))
+    assert len(many.captured_queries) == len(few.captured_queries)
+    assert "Page 1 of 2" in response.content.decode()
+    assert "Page 2 of 2" in client.get(url(cast) + "?page=2").content.decode()

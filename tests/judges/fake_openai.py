@@ -1,0 +1,252 @@
+"""A local stand-in for the OpenAI chat completions API, over real HTTP.
+
+It answers POST /v1/chat/completions with the real response shape, using recorded replies from
+fixtures/judge_replies/, and can inject 429 with Retry-After, 500, slow replies, garbage bodies,
+redirects and refusals. It identifies the (pair, order) of a request by markers that the test
+data puts in the answers ("(ref p3-A)" in answer A, "(ref p3-B)" in answer B): the marker met
+first tells which answer was shown first. Every request is logged with its time, so tests can
+count calls per (pair, order) and requests per window, whichever process made them.
+
+Like some API gateways it honours an Idempotency-Key header: a request that repeats the key of
+one already answered gets the stored reply and is logged as a replay, not a new generation.
+
+Run it alone with `python -m tests.judges.fake_openai --port 8099 --delay 0.2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPLIES_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "judge_replies"
+MARKER = re.compile(r"\(ref ([\w.:-]+?)-([AB])\)")
+API_KEY = "sk-test-fake-key"
+
+
+def load_reply(name: str) -> dict[str, Any]:
+    """A recorded reply by file name (without .json)."""
+    return json.loads((REPLIES_DIR / f"{name}.json").read_text())
+
+
+def call_key(text: str) -> str:
+    """'<ref>:ab' when answer A's marker comes first, '<ref>:ba' when B's does."""
+    match = MARKER.search(text)
+    if match is None:
+        return "unmarked"
+    return f"{match.group(1)}:{'ab' if match.group(2) == 'A' else 'ba'}"
+
+
+@dataclass
+class Fault:
+    """An injected failure: applies to requests whose key matches (None: any), `times` times.
+
+    kind: "429" (with Retry-After), "500", "slow" (sleeps `seconds`, then answers), "garbage"
+    (a 200 whose body is not JSON), "redirect" (a 307 to another host), "reply" (answers with the
+    recorded reply `reply`).
+    """
+
+    kind: str
+    key: str | None = None
+    times: int = 1
+    retry_after: float | None = None
+    seconds: float = 0.0
+    reply: str = ""
+    location: str = "http://169.254.169.254/latest/meta-data/"
+
+
+@dataclass
+class Record:
+    key: str
+    at: float
+    status: int
+    replay: bool
+    generated: bool
+
+
+@dataclass
+class FakeOpenAI:
+    """The server's behaviour and its log; shared by the handler threads under one lock."""
+
+    default_reply: str = "likert_first_better"
+    replies: dict[str, str] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    delay: float = 0.0
+    api_key: str = API_KEY
+    log_path: Path | None = None
+    records: list[Record] = field(default_factory=list)
+    cache: dict[str, bytes] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def inject(self, fault: Fault) -> None:
+        with self.lock:
+            self.faults.append(fault)
+
+    def take_fault(self, key: str) -> Fault | None:
+        with self.lock:
+            for fault in self.faults:
+                if fault.times > 0 and (fault.key is None or fault.key == key):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def record(self, key: str, status: int, *, replay: bool = False) -> None:
+        entry = Record(
+            key=key, at=time.time(), status=status, replay=replay, generated=status == 200
+        )
+        entry.generated = status == 200 and not replay
+        with self.lock:
+            self.records.append(entry)
+            if self.log_path is not None:
+                with self.log_path.open("a") as log:
+                    log.write(json.dumps(entry.__dict__) + "\n")
+
+    def generations(self) -> Counter[str]:
+        """Replies generated (and so paid for) per (pair, order) key."""
+        with self.lock:
+            return Counter(record.key for record in self.records if record.generated)
+
+    def requests(self) -> Counter[str]:
+        """Every request per key, whatever its outcome."""
+        with self.lock:
+            return Counter(record.key for record in self.records)
+
+    def times(self) -> list[float]:
+        with self.lock:
+            return sorted(record.at for record in self.records)
+
+    def start(self, port: int = 0) -> FakeOpenAI:
+        fake = self
+
+        class Handler(_Handler):
+            state = fake
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: FakeOpenAI
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str, kind: str, headers: dict[str, str] | None = None):
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+        self._send(status, json.dumps(body).encode(), headers)
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        length = int(self.headers.get("Content-Length", "0"))
+        payload = json.loads(self.rfile.read(length) or b"{}")
+        state = self.state
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"no route {self.path}", "invalid_request_error")
+            return
+        if self.headers.get("Authorization") != f"Bearer {state.api_key}":
+            state.record("unauthorised", 401)
+            self._error(401, "Incorrect API key provided.", "invalid_request_error")
+            return
+        text = "\n".join(str(message.get("content", "")) for message in payload["messages"])
+        key = call_key(text)
+        idempotency = self.headers.get("Idempotency-Key", "")
+        with state.lock:
+            cached = state.cache.get(idempotency) if idempotency else None
+        if cached is not None:
+            state.record(key, 200, replay=True)
+            self._send(200, cached)
+            return
+        fault = state.take_fault(key)
+        if state.delay:
+            time.sleep(state.delay)
+        reply_name = state.replies.get(key, state.default_reply)
+        if fault is not None:
+            if fault.kind == "429":
+                state.record(key, 429)
+                headers = {}
+                if fault.retry_after is not None:
+                    headers["Retry-After"] = f"{fault.retry_after:g}"
+                self._error(429, "Rate limit reached for requests.", "requests", headers)
+                return
+            if fault.kind == "500":
+                state.record(key, 500)
+                self._error(500, "The server had an error processing your request.", "server_error")
+                return
+            if fault.kind == "garbage":
+                state.record(key, 299)
+                body = b"<html><body>502 Bad Gateway</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            if fault.kind == "redirect":
+                state.record(key, 307)
+                self._send(307, b"{}", {"Location": fault.location})
+                return
+            if fault.kind == "slow":
+                time.sleep(fault.seconds)
+            if fault.kind == "reply":
+                reply_name = fault.reply
+        reply = load_reply(reply_name)
+        reply["model"] = payload.get("model") or reply["model"]
+        reply["usage"]["prompt_tokens"] = max(1, len(text) // 4)
+        reply["usage"]["total_tokens"] = (
+            reply["usage"]["prompt_tokens"] + reply["usage"]["completion_tokens"]
+        )
+        raw = json.dumps(reply).encode()
+        with state.lock:
+            if idempotency:
+                state.cache[idempotency] = raw
+        state.record(key, 200)
+        self._send(200, raw)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--log", type=Path, default=None)
+    args = parser.parse_args()
+    fake = FakeOpenAI(delay=args.delay, log_path=args.log).start(args.port)
+    print(f"fake OpenAI API at {fake.base_url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Real Celery worker processes for the integration tests, and a private Redis to restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+from tests.judges.conftest import KEY_ENV
+from tests.judges.fake_openai import API_KEY
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Short leases and grace times so that lost work comes back within seconds, not minutes.
+FAST_ENV = {
+    "CONCORD_JUDGE_LEASE_SECONDS": "8",
+    "CONCORD_JUDGE_TIMEOUT_SECONDS": "4",
+    "CONCORD_JUDGE_PENDING_GRACE_SECONDS": "4",
+    "CONCORD_JUDGE_BACKOFF_BASE_SECONDS": "0.2",
+    "CONCORD_JUDGE_RECONCILE_SECONDS": "1",
+    "CONCORD_JUDGE_RATE_WINDOW_SECONDS": "2",
+}
+
+
+def database_url_for_workers() -> str:
+    """The URL of the database this test runs on (pytest-django's test_<name>)."""
+    params = connection.settings_dict
+    host = params.get("HOST") or "127.0.0.1"
+    port = params.get("PORT") or 5432
+    user = params.get("USER") or "postgres"
+    password = f":{params['PASSWORD']}" if params.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{host}:{port}/{params['NAME']}"
+
+
+def process_env(*, broker_url: str | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(FAST_ENV)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings.test",
+            "DATABASE_URL": database_url_for_workers(),
+            "CELERY_BROKER_URL": broker_url or settings.CELERY_BROKER_URL,
+            "REDIS_URL": settings.REDIS_URL,
+            KEY_ENV: API_KEY,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class WorkerProcess:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and everything it started, as an OOM killer or a crash would."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def worker_start(
+    tmp_path: Path,
+    name: str,
+    *,
+    broker_url: str | None = None,
+    beat: bool = False,
+    pool: str = "solo",
+    concurrency: int = 1,
+    env: dict[str, str] | None = None,
+) -> WorkerProcess:
+    """Start `celery -A config worker -Q llm_judge` and wait until it says it is ready."""
+    log = tmp_path / f"{name}.log"
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "-Q",
+        "llm_judge",
+        f"--pool={pool}",
+        f"--concurrency={concurrency}",
+        "-n",
+        f"{name}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel=INFO",
+    ]
+    if beat:
+        command += ["--beat", f"--schedule={tmp_path / (name + '-beat')}"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=process_env(broker_url=broker_url, **(env or {})),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    worker = WorkerProcess(process=process, log=log)
+    wait_for(lambda: " ready." in worker.text(), 40, lambda: worker.text()[-3000:])
+    return worker
+
+
+def wait_for(
+    predicate: Callable[[], bool],
+    timeout: float,
+    explain: Callable[[], str] = lambda: "",
+    *,
+    every: float = 0.2,
+    tick: Callable[[], object] | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s\n{explain()}")
+        if tick is not None:
+            tick()
+        time.sleep(every)
+
+
+def broker_purge(url: str) -> None:
+    """Drop queued and unacknowledged messages a previous test left on the broker."""
+    client = redis.Redis.from_url(url)
+    client.delete("llm_judge", "unacked", "unacked_index", "unacked_mutex")
+    client.close()
+
+
+class PrivateRedis:
+    """A redis-server of our own, so the test can shut it down without touching shared ones."""
+
+    def __init__(self, tmp_path: Path, port: int):
+        self.port = port
+        self.dir = tmp_path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        subprocess.run(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "yes",
+                "--dir",
+                str(self.dir),
+                "--logfile",
+                str(self.dir / f"redis-{self.port}.log"),
+            ],
+            check=True,
+        )
+        wait_for(self._answers, 10)
+
+    def _answers(self) -> bool:
+        try:
+            return bool(redis.Redis(port=self.port, socket_connect_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def shutdown(self) -> None:
+        """`redis-cli SHUTDOWN NOSAVE`: everything queued in it is gone."""
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "SHUTDOWN", "NOSAVE"],
+            check=False,
+            capture_output=True,
+        )
+        wait_for(lambda: not self._answers(), 10)

@@ -1,0 +1,66 @@
+"""Admins configure judges in the admin; unsafe base URLs are refused there with the reason."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from judges.llm.prompts import TEMPLATES
+from judges.models import Judge, template_hash
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(**overrides):
+    data = {
+        "name": "gpt-4",
+        "kind": "llm",
+        "model_name": "gpt-4o",
+        "model_version": "",
+        "base_url": "https://api.openai.com/v1",
+        "api_key_env": "OPENAI_API_KEY",
+        "prompt_template": "",
+        "start_from": "likert_no_position",
+        "output_format": "likert",
+        "params": '{"temperature": 0, "max_tokens": 512}',
+        "price_input_per_mtok": "2.5",
+        "price_output_per_mtok": "10",
+        "requests_per_minute": "500",
+        "tokens_per_minute": "",
+        "order_policy": "both",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture
+def admin_client(client, cast):
+    cast.admin.is_staff = True
+    cast.admin.save()
+    assert client.login(username=cast.admin.username, password=PASSWORD)
+    return client
+
+
+def test_an_admin_creates_a_judge_from_a_shipped_template_and_its_hash_is_kept(admin_client):
+    response = admin_client.post(reverse("admin:judges_judge_add"), form_data())
+    assert response.status_code == 302, response.content.decode()[:2000]
+    judge = Judge.objects.get(name="gpt-4")
+    assert judge.prompt_template == TEMPLATES["likert_no_position"].text
+    assert judge.template_hash == template_hash(judge.prompt_template)
+
+
+def test_the_admin_refuses_a_base_url_off_the_allow_list_and_says_why(admin_client):
+    response = admin_client.post(
+        reverse("admin:judges_judge_add"), form_data(base_url="http://169.254.169.254/v1")
+    )
+    assert response.status_code == 200
+    assert "CONCORD_JUDGE_HOST_ALLOWLIST" in response.content.decode()
+    assert not Judge.objects.exists()
+
+
+def test_the_judge_list_shows_what_an_unconfigured_judge_needs(admin_client, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    admin_client.post(reverse("admin:judges_judge_add"), form_data())
+    page = admin_client.get(reverse("admin:judges_judge_changelist")).content.decode()
+    assert "not configured: set OPENAI_API_KEY" in page

@@ -1,0 +1,61 @@
+"""The shipped templates and their rendering."""
+
+from __future__ import annotations
+
+import pytest
+
+from judges.llm import baselines
+from judges.llm.parsing import likert_parse
+from judges.llm.prompts import TEMPLATES, question_render, template_render
+
+
+def test_five_templates_ship_one_per_output_format_kind():
+    assert set(TEMPLATES) == {"likert", "likert_no_position", "two_scores", "verdict", "values"}
+    assert "Do not favour a reply because it comes first" in TEMPLATES["likert_no_position"].text
+    assert "Do not favour" not in TEMPLATES["likert"].text
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_every_template_shows_the_question_and_both_answers(name):
+    text = template_render(
+        TEMPLATES[name].text, question="Q-TEXT", answer_first="FIRST-TEXT", answer_second="SEC"
+    )
+    assert "Q-TEXT" in text and "FIRST-TEXT" in text and "SEC" in text
+    assert "{question}" not in text and "{answer_first}" not in text
+
+
+def test_values_template_lists_the_seven_values():
+    text = template_render(
+        TEMPLATES["values"].text, question="q", answer_first="a", answer_second="b"
+    )
+    for key in ("relevance", "actionability", "empathy", "creativity", "clarity", "ethics"):
+        assert f"\n{key}: " in text
+
+
+def test_braces_that_are_not_variables_stay_as_written():
+    text = template_render(
+        'Reply as {"score": N}. {question}', question="Why?", answer_first="", answer_second=""
+    )
+    assert text == 'Reply as {"score": N}. Why?'
+
+
+def test_a_multi_turn_question_numbers_its_turns_up_to_the_judged_turn():
+    assert question_render(["one", "two", "three"], 2) == "(Turn 1) one\n\n(Turn 2) two"
+
+
+def test_random_baseline_is_the_same_for_the_same_seed_pair_and_order():
+    first = baselines.random_reply(seed=7, pair_id=3, order="ab")
+    assert first == baselines.random_reply(seed=7, pair_id=3, order="ab")
+    draws = {baselines.random_reply(seed=seed, pair_id=3, order="ab") for seed in range(40)}
+    assert len(draws) > 4
+    assert likert_parse(first).ok
+
+
+def test_longer_baseline_prefers_the_longer_answer_in_the_order_shown():
+    assert (
+        likert_parse(baselines.longer_reply(first="long answer", second="short")).likert_shown == 2
+    )
+    assert (
+        likert_parse(baselines.longer_reply(first="short", second="long answer")).likert_shown == 7
+    )
+    assert likert_parse(baselines.longer_reply(first="same", second="same")).likert_shown == 4

@@ -1,0 +1,77 @@
+"""Task options and the queueing of a run's calls, against the real Redis broker."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from django.conf import settings
+
+from config.queues import Queue
+from judges import tasks
+from judges.models import JudgeCall
+from judges.services.calls import judge_call_execute
+from judges.services.runs import judge_run_fan_out, judge_run_start
+from tests.judges.conftest import KEY_ENV, make_llm_judge, make_marked_pairs
+from tests.judges.integration import broker_purge
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("task", "name"),
+    [
+        (tasks.call_execute, "judges.call_execute"),
+        (tasks.run_fan_out, "judges.run_fan_out"),
+        (tasks.calls_reconcile, "judges.calls_reconcile"),
+    ],
+)
+def test_judge_tasks_are_named_acknowledged_late_and_routed_to_the_judge_queue(task, name):
+    assert task.name == name
+    assert task.acks_late and task.reject_on_worker_lost and task.ignore_result
+    assert settings.CELERY_TASK_ROUTES[name]["queue"] == Queue.LLM_JUDGE
+
+
+def test_beat_runs_the_reconciler():
+    entries = settings.CELERY_BEAT_SCHEDULE.values()
+    assert any(entry["task"] == "judges.calls_reconcile" for entry in entries)
+
+
+def test_the_fan_out_is_queued_only_when_the_run_is_committed(
+    cast, fake, api_key, django_capture_on_commit_callbacks
+):
+    make_marked_pairs(cast.study, 1)
+    broker_purge(settings.CELERY_BROKER_URL)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
+    assert len(callbacks) == 1
+    assert broker.llen("llm_judge") == 0
+    callbacks[0]()
+    assert broker.llen("llm_judge") == 1
+    broker_purge(settings.CELERY_BROKER_URL)
+
+
+def test_a_big_run_is_queued_chunk_by_chunk(cast, fake, api_key, settings):
+    settings.CONCORD_JUDGE_FAN_OUT_CHUNK = 4
+    make_marked_pairs(cast.study, 3)
+    run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
+    ids = list(run.calls.order_by("pk").values_list("pk", flat=True))
+    broker_purge(settings.CELERY_BROKER_URL)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    assert judge_run_fan_out(run_id=run.pk, after_call_id=0) == ids[3]
+    assert broker.llen("llm_judge") == 4
+    assert judge_run_fan_out(run_id=run.pk, after_call_id=ids[3]) is None
+    assert broker.llen("llm_judge") == 6
+    broker_purge(settings.CELERY_BROKER_URL)
+
+
+def test_a_key_removed_mid_run_fails_the_call_without_sending_it(cast, fake, api_key, monkeypatch):
+    make_marked_pairs(cast.study, 1)
+    run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
+    monkeypatch.delenv(KEY_ENV)
+    call = run.calls.order_by("pk")[0]
+    assert judge_call_execute(call_id=call.pk).status == "failed"
+    call.refresh_from_db()
+    assert call.status == JudgeCall.Status.FAILED
+    assert call.error == f"not configured: set {KEY_ENV}"
+    assert not fake.requests()
