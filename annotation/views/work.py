@@ -14,6 +14,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views import View
 
@@ -248,6 +249,9 @@ class ItemView(WorkerView):
     def get(self, request: HttpRequest, slug: str, public_id: uuid.UUID) -> HttpResponse:
         assignment = self._assignment(public_id)
         if assignment.status != Assignment.Status.RESERVED:
+            return redirect("work:next", slug=slug)
+        if assignment.expires_at <= timezone.now():
+            messages.info(request, "The time for that item ran out; here is a new one.")
             return redirect("work:next", slug=slug)
         return render(request, "annotation/work/item.html", _item_context(self, assignment))
 

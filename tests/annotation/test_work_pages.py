@@ -349,3 +349,20 @@ def test_acceptability_and_axes_posted_from_the_page_are_saved_by_answer(
     assert getattr(judgment, f"acceptability_{left}") == "accept"
     assert getattr(judgment, f"acceptability_{right}") == "reject"
     assert judgment.axes[left]["factuality"] == "yes" and judgment.axes[right]["relevance"] == "no"
+
+
+def test_opening_an_item_whose_time_ran_out_moves_on_to_a_new_one(
+    client: Client, study: Study
+) -> None:
+    enter_and_consent(client, study, "PID1")
+    stale = open_item(client, study)
+    Assignment.objects.filter(pk=stale.pk).update(
+        reserved_at=timezone.now() - timedelta(hours=2),
+        expires_at=timezone.now() - timedelta(hours=1),
+    )
+    response = client.get(f"/work/{study.slug}/item/{stale.public_id}/", follow=True)
+    assert b"time for that item ran out" in response.content
+    fresh = Assignment.objects.get(worker__external_id="PID1", status=Assignment.Status.RESERVED)
+    assert fresh.pk != stale.pk and response.redirect_chain[-1][0].endswith(
+        f"/item/{fresh.public_id}/"
+    )

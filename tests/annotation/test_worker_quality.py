@@ -209,3 +209,15 @@ def test_gold_bonuses_go_to_accurate_workers_once(client: Client, cast: Cast, st
         )
     bonuses = PayEntry.objects.filter(kind="bonus")
     assert [(b.worker_id, b.amount_cents) for b in bonuses] == [(cast.worker_one.pk, 50)]
+
+
+def test_the_workers_page_reads_a_fixed_number_of_queries_however_many_workers(
+    client: Client, cast: Cast, study: Study, django_assert_max_num_queries
+) -> None:
+    make_pairs(study, 2)
+    for i in range(12):
+        judge_all(make_worker(study, f"extra{i}"))
+    login(client, "rhea-researcher")
+    with django_assert_max_num_queries(12):
+        page = client.get(f"/studies/{study.slug}/workers/")
+    assert page.status_code == 200 and page.content.count(b'id="worker-') == 14
