@@ -6,6 +6,7 @@ top but never replace them.
 
 from __future__ import annotations
 
+import random
 import uuid
 from decimal import Decimal
 
@@ -28,6 +29,11 @@ SEVEN_VALUES: tuple[tuple[str, str, str], ...] = (
 )
 SEVEN_VALUE_KEYS: frozenset[str] = frozenset(key for key, _, _ in SEVEN_VALUES)
 FINE_GRAINED_AXES: tuple[str, ...] = ("relevance", "usefulness", "factuality")
+
+
+def shuffle_key_new() -> float:
+    """Return a random sort key for a new pair."""
+    return random.random()
 
 
 class Preference(models.TextChoices):
@@ -91,6 +97,30 @@ class Study(models.Model):
     categories = models.JSONField(
         default=list, blank=True, help_text="Categories shown in filters; empty means any."
     )
+    gold_warn_accuracy = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        default=Decimal("0.800"),
+        help_text="Gold accuracy below which a worker is warned (0 to 1).",
+    )
+    gold_block_accuracy = models.DecimalField(
+        max_digits=4,
+        decimal_places=3,
+        default=Decimal("0.600"),
+        help_text="Gold accuracy below which a worker gets no more work (0 to 1).",
+    )
+    gold_min_items = models.PositiveSmallIntegerField(
+        default=3, help_text="Gold judgments a worker makes before the thresholds apply."
+    )
+    qualification_items = models.PositiveSmallIntegerField(
+        default=0, help_text="The first items each worker sees are gold (a qualification block)."
+    )
+    completion_code = models.CharField(
+        max_length=60, blank=True, help_text="Code the panel expects when a worker finishes."
+    )
+    completion_url = models.URLField(
+        blank=True, help_text="Where a finished worker is sent; empty shows the code instead."
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="StudyMembership", related_name="studies", blank=True
     )
@@ -116,6 +146,12 @@ class Study(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(time_limit_seconds__gte=1), name="study_time_limit_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(gold_block_accuracy__gte=0)
+                & Q(gold_block_accuracy__lte=F("gold_warn_accuracy"))
+                & Q(gold_warn_accuracy__lte=1),
+                name="study_gold_thresholds_ordered",
             ),
         ]
 
@@ -258,6 +294,9 @@ class Pair(models.Model):
     is_gold = models.BooleanField(default=False, db_index=True)
     gold_side = models.CharField(max_length=3, choices=Preference.choices, blank=True)
     gold_kind = models.CharField(max_length=20, choices=GoldKind.choices, blank=True)
+    # A random key fixed at creation: the claim walks pairs in this order from a random start, so
+    # "random among equals" never sorts the whole pool.
+    shuffle_key = models.FloatField(default=shuffle_key_new, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -276,7 +315,12 @@ class Pair(models.Model):
                 name="pair_gold_has_side",
             ),
         ]
-        indexes = [models.Index(fields=["study", "is_gold"], name="pair_study_gold")]
+        indexes = [
+            models.Index(fields=["study", "is_gold"], name="pair_study_gold"),
+            models.Index(
+                fields=["study", "is_gold", "shuffle_key"], name="pair_study_gold_shuffle"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"pair {self.pk} ({self.prompt}, turn {self.turn})"
@@ -310,6 +354,16 @@ class Worker(models.Model):
     panel = models.CharField(max_length=12, choices=Panel.choices)
     external_id = models.CharField(max_length=200, help_text="Participant id on the panel.")
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    panel_session_id = models.CharField(
+        max_length=200, blank=True, help_text="The panel's own session id (Prolific SESSION_ID)."
+    )
+    session_key = models.CharField(
+        max_length=40, blank=True, help_text="The server-side session this worker is bound to."
+    )
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    state_reason = models.TextField(blank=True, help_text="Why the state was last changed.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -362,7 +416,10 @@ class Assignment(models.Model):
                 condition=Q(expires_at__gt=F("reserved_at")), name="assignment_expiry_after_start"
             ),
         ]
-        indexes = [models.Index(fields=["pair", "status"], name="assignment_pair_status")]
+        indexes = [
+            models.Index(fields=["pair", "status"], name="assignment_pair_status"),
+            models.Index(fields=["worker", "pair"], name="assignment_worker_pair"),
+        ]
 
     def __str__(self) -> str:
         return str(self.public_id)

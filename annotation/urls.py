@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import importing, pairs, studies
+from annotation.views import importing, pairs, quality, studies
 
 app_name = "annotation"
 
@@ -17,4 +17,12 @@ urlpatterns = [
         importing.FlaggedAnswerClearView.as_view(),
         name="flagged_answer_clear",
     ),
+    path("<slug:slug>/workers/", quality.WorkerQualityView.as_view(), name="worker_quality"),
+    path(
+        "<slug:slug>/workers/<int:worker_id>/action/",
+        quality.WorkerActionView.as_view(),
+        name="worker_action",
+    ),
+    path("<slug:slug>/workers/gold-bonus/", quality.GoldBonusView.as_view(), name="gold_bonus"),
+    path("<slug:slug>/payouts.csv", quality.PayoutsCsvView.as_view(), name="payouts_csv"),
 ]

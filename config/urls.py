@@ -17,4 +17,5 @@ urlpatterns = [
     path("studies/", include("leaderboard.urls")),
     path("studies/", include("annotation.urls")),
     path("studies/<slug:slug>/judges/", include("judges.urls")),
+    path("work/", include("annotation.work_urls")),
 ]

@@ -169,4 +169,6 @@ CELERY_BEAT_SCHEDULE = {
         "task": "judges.calls_reconcile",
         "schedule": CONCORD_JUDGE_RECONCILE_SECONDS,
     },
+    # Reservations stop counting at their expiry anyway; this brings their stored status in line.
+    "annotation-assignments-expire": {"task": "annotation.assignments_expire", "schedule": 60.0},
 }

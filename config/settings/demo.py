@@ -34,6 +34,9 @@ os.environ.setdefault("CELERY_BROKER_URL", "filesystem://")
 from config.settings.base import *  # noqa: E402,F403
 from config.settings.base import CELERY_BROKER_URL  # noqa: E402
 
+# Anyone may annotate the demo study through /work/<study>/enter/demo/.
+CONCORD_DEMO_PANEL = True
+
 if CELERY_BROKER_URL == "filesystem://":
     for _folder in ("broker/in", "broker/processed"):
         (_VAR / _folder).mkdir(parents=True, exist_ok=True)

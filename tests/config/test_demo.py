@@ -176,3 +176,45 @@ def test_the_demo_worker_runs_a_baseline_judge_without_redis(
     assert finished is not None, run.stdout
     # The random baseline judges every pair in both orders.
     assert int(finished.group(1)) == 2 * int(pairs.group(1))
+
+
+def csrf_of(html: str) -> str:
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+    assert token is not None
+    return token.group(1)
+
+
+def test_a_person_can_annotate_the_demo_study_in_the_browser(
+    demo_server: str, demo_output: str
+) -> None:
+    link = re.search(r"Annotate:\s+(\S+)", demo_output)
+    assert link is not None and link.group(1).endswith("/work/demo/enter/demo/")
+    client = httpx.Client(base_url=demo_server, follow_redirects=False, timeout=30)
+    entered = client.get("/work/demo/enter/demo/")
+    assert entered.headers["location"] == "/work/demo/consent/"
+    consent = client.get("/work/demo/consent/")
+    agreed = client.post(
+        "/work/demo/consent/",
+        data={"agree": "yes", "csrfmiddlewaretoken": csrf_of(consent.text)},
+        headers={"Referer": f"{demo_server}/work/demo/consent/"},
+    )
+    assert agreed.headers["location"] == "/work/demo/"
+    item_url = client.get("/work/demo/").headers["location"]
+    assert "/work/demo/item/" in item_url
+    item = client.get(item_url)
+    assert "Which answer is better?" in item.text
+    submission = re.search(r'name="submission_id" value="([^"]+)"', item.text)
+    assert submission is not None
+    saved = client.post(
+        item_url,
+        data={
+            "csrfmiddlewaretoken": csrf_of(item.text),
+            "submission_id": submission.group(1),
+            "likert": "2",
+            "values": ["clarity"],
+        },
+        headers={"Referer": f"{demo_server}{item_url}"},
+    )
+    assert saved.status_code == 302 and saved.headers["location"] == "/work/demo/"
+    progress = client.get(client.get("/work/demo/").headers["location"])
+    assert "1 / 10 done" in progress.text

@@ -32,6 +32,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  Researcher:      {base}/studies/{setup.study.slug}/")
         self.stdout.write(f"  Import page:     {base}/studies/{setup.study.slug}/import/")
         self.stdout.write(f"  Judge runs:      {base}/studies/{setup.study.slug}/judges/")
+        self.stdout.write(f"  Annotate:        {base}/work/{setup.study.slug}/enter/demo/")
         self.stdout.write("")
         for judge in judges:
             self.stdout.write(f"  judge {judge.name!r}: {judge_readiness(judge=judge) or 'ready'}")

@@ -1,0 +1,151 @@
+"""Reads of the annotation flow: a worker's progress, gold accuracy, and what an item shows.
+
+Everything here is safe to show the worker it belongs to: no system names, no other worker's
+judgments, no judge verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from uuid import UUID
+
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
+from annotation.rendering import markdown_render_safe
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    target: int
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.target
+
+
+@dataclass(frozen=True)
+class GoldScore:
+    checked: int
+    correct: int
+
+    @property
+    def accuracy(self) -> Decimal | None:
+        """Share of gold pairs answered on the known better side; None before any."""
+        if self.checked == 0:
+            return None
+        return Decimal(self.correct) / Decimal(self.checked)
+
+
+def worker_progress(*, worker: Worker) -> Progress:
+    """Judgments the worker has submitted, against the study's target per worker."""
+    done = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).count()
+    return Progress(done=done, target=worker.study.target_per_worker)
+
+
+def worker_held_until(*, worker: Worker) -> datetime | None:
+    """When the worker's open reservation expires, if they hold one."""
+    return (
+        Assignment.objects.filter(
+            worker=worker, status=Assignment.Status.RESERVED, expires_at__gt=timezone.now()
+        )
+        .order_by("expires_at")
+        .values_list("expires_at", flat=True)
+        .first()
+    )
+
+
+def worker_gold_score(*, worker: Worker) -> GoldScore:
+    """Gold accuracy from the worker's judgments on gold pairs that carry a preference.
+
+    A tie on a gold pair counts as wrong: gold pairs are chosen to have a clear better side.
+    """
+    counts = (
+        HumanJudgment.objects.filter(worker=worker, pair__is_gold=True, is_imported=False)
+        .exclude(preference="")
+        .aggregate(
+            checked=Count("pk"), correct=Count("pk", filter=Q(preference=F("pair__gold_side")))
+        )
+    )
+    return GoldScore(checked=counts["checked"], correct=counts["correct"])
+
+
+def worker_get_for_user(*, study: Study, user_id: int | None) -> Worker | None:
+    """The worker profile a logged-in user holds in a study, if any."""
+    if user_id is None:
+        return None
+    return Worker.objects.select_related("study").filter(study=study, user_id=user_id).first()
+
+
+def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> Assignment | None:
+    """One of the worker's own assignments; another worker's id finds nothing."""
+    return (
+        Assignment.objects.select_related(
+            "pair", "pair__prompt", "pair__answer_a", "pair__answer_b", "study"
+        )
+        .filter(worker=worker, public_id=public_id)
+        .first()
+    )
+
+
+def pair_rationale_winner(*, pair: Pair) -> str | None:
+    """The side ('A' or 'B') a rationale-only form presents as the winner, if it is known.
+
+    Taken from the gold side, else from the answers' ranks (1 = best); never from a judge.
+    """
+    if pair.is_gold and pair.gold_side in (Preference.A, Preference.B):
+        return pair.gold_side
+    rank_a, rank_b = pair.answer_a.rank, pair.answer_b.rank
+    if rank_a is None or rank_b is None or rank_a == rank_b:
+        return None
+    return Preference.A if rank_a < rank_b else Preference.B
+
+
+@dataclass(frozen=True)
+class Turn:
+    number: int
+    html: str
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """What a worker sees of one assignment: texts by side and an opaque id, nothing else."""
+
+    public_id: UUID
+    prompt_turns: tuple[Turn, ...]
+    left_turns: tuple[Turn, ...]
+    right_turns: tuple[Turn, ...]
+    winner_side: str  # "left" or "right" in rationale-only mode, else ""
+    expires_at: datetime
+
+
+def work_item_build(*, assignment: Assignment) -> WorkItem:
+    """Render one assignment for its worker: prompt turns and both answers in shown order."""
+    pair = assignment.pair
+    upto = max(pair.turn, 1)
+
+    def turns(texts: list[str]) -> tuple[Turn, ...]:
+        return tuple(
+            Turn(number=i + 1, html=markdown_render_safe(text))
+            for i, text in enumerate((texts or [])[:upto])
+        )
+
+    a_turns, b_turns = turns(pair.answer_a.turns), turns(pair.answer_b.turns)
+    left, right = (a_turns, b_turns) if assignment.a_left else (b_turns, a_turns)
+    winner_side = ""
+    if assignment.study.form_rationale_only:
+        winner = pair_rationale_winner(pair=pair)
+        if winner is not None:
+            winner_side = "left" if (winner == Preference.A) == assignment.a_left else "right"
+    return WorkItem(
+        public_id=assignment.public_id,
+        prompt_turns=turns(pair.prompt.turns),
+        left_turns=left,
+        right_turns=right,
+        winner_side=winner_side,
+        expires_at=assignment.expires_at,
+    )

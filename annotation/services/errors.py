@@ -1,0 +1,54 @@
+"""Errors the annotation flow raises with a message meant for the worker.
+
+Messages never name a system, another worker or a judge: they are shown to annotators as is.
+"""
+
+from __future__ import annotations
+
+
+class AnnotationError(Exception):
+    """A refusal the worker should read; `code` is stable for the JSON API."""
+
+    code = "refused"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class StudyNotOpen(AnnotationError):
+    code = "study_not_open"
+
+
+class WorkerBlocked(AnnotationError):
+    code = "worker_blocked"
+
+
+class AssignmentNotFound(AnnotationError):
+    code = "not_found"
+
+
+class AssignmentExpired(AnnotationError):
+    code = "expired"
+
+
+class AssignmentClosed(AnnotationError):
+    code = "closed"
+
+
+class JudgmentInvalid(AnnotationError):
+    """The submitted form breaks a rule; `field` names the offending input."""
+
+    code = "invalid"
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class EntryRefused(AnnotationError):
+    code = "entry_refused"
+
+
+class EntryRateLimited(EntryRefused):
+    code = "rate_limited"

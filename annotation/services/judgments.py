@@ -1,0 +1,302 @@
+"""Saving a worker's answer to the forms for one assignment.
+
+The worker only ever sees "left" and "right"; this module turns what was shown into canonical
+A/B terms (the Likert score, acceptability and axes), so the views and the API never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotation.models import (
+    FINE_GRAINED_AXES,
+    SEVEN_VALUE_KEYS,
+    Acceptability,
+    Assignment,
+    HumanJudgment,
+    PayEntry,
+    Preference,
+    Study,
+    Worker,
+)
+from annotation.selectors.work import pair_rationale_winner
+from annotation.services.errors import (
+    AssignmentClosed,
+    AssignmentExpired,
+    AssignmentNotFound,
+    JudgmentInvalid,
+)
+from annotation.services.workers import worker_gold_check
+
+T = TypeVar("T")
+
+AXIS_LEVELS: frozenset[str] = frozenset({"no", "partial", "yes"})
+MAX_TEXT = 5000
+
+
+def likert_preference(likert: int) -> str:
+    """Collapse a canonical Likert score: 1-3 A, 4-5 tie, 6-8 B (the design's convention)."""
+    if likert <= 3:
+        return Preference.A
+    if likert >= 6:
+        return Preference.B
+    return Preference.TIE
+
+
+def judgment_submit(
+    *,
+    assignment_public_id: UUID,
+    worker: Worker,
+    submission_id: UUID,
+    likert_shown: int | None = None,
+    values: Sequence[str] = (),
+    reason: str = "",
+    acceptability_left: str = "",
+    acceptability_right: str = "",
+    axes_left: Mapping[str, str] | None = None,
+    axes_right: Mapping[str, str] | None = None,
+    comment: str = "",
+) -> HumanJudgment:
+    """Save the worker's judgment on one of their assignments and return it.
+
+    Idempotent on `submission_id`: a replay (double click, back button, network retry) returns
+    the judgment first saved. Locks the assignment row. Refuses with AssignmentExpired after
+    the reservation's expiry (the slot has gone back to the pool), AssignmentClosed when the item
+    was released or already answered, AssignmentNotFound for an id that is not the worker's own,
+    JudgmentInvalid naming the field for a form that breaks the study's rules. Creates a pending
+    pay entry at the study's rate and re-checks the worker's gold accuracy.
+    """
+    replay = _replay(worker=worker, submission_id=submission_id)
+    if replay is not None:
+        return replay
+    try:
+        with transaction.atomic():
+            return _submit_locked(
+                assignment_public_id=assignment_public_id,
+                worker=worker,
+                submission_id=submission_id,
+                likert_shown=likert_shown,
+                values=values,
+                reason=reason,
+                acceptability_left=acceptability_left,
+                acceptability_right=acceptability_right,
+                axes_left=axes_left,
+                axes_right=axes_right,
+                comment=comment,
+            )
+    except IntegrityError:
+        # The same submission id won a race on another assignment row: answer as a replay.
+        replay = _replay(worker=worker, submission_id=submission_id)
+        if replay is None:
+            raise
+        return replay
+
+
+def _replay(*, worker: Worker, submission_id: UUID) -> HumanJudgment | None:
+    existing = HumanJudgment.objects.filter(submission_id=submission_id).first()
+    if existing is None:
+        return None
+    if existing.worker_id != worker.pk:
+        raise AssignmentNotFound("No such item.")
+    return existing
+
+
+def _submit_locked(
+    *,
+    assignment_public_id: UUID,
+    worker: Worker,
+    submission_id: UUID,
+    likert_shown: int | None,
+    values: Sequence[str],
+    reason: str,
+    acceptability_left: str,
+    acceptability_right: str,
+    axes_left: Mapping[str, str] | None,
+    axes_right: Mapping[str, str] | None,
+    comment: str,
+) -> HumanJudgment:
+    now = timezone.now()
+    assignment = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("pair", "pair__answer_a", "pair__answer_b", "study")
+        .filter(public_id=assignment_public_id, worker=worker)
+        .first()
+    )
+    if assignment is None:
+        raise AssignmentNotFound("No such item.")
+    # Under the lock: a concurrent double click has either committed its judgment or not begun.
+    existing = HumanJudgment.objects.filter(assignment=assignment).first()
+    if existing is not None:
+        if existing.submission_id == submission_id:
+            return existing
+        raise AssignmentClosed("You already answered this item; your first answer was kept.")
+    if assignment.status == Assignment.Status.RETURNED:
+        raise AssignmentClosed("This item was released and can no longer be answered.")
+    if assignment.status == Assignment.Status.EXPIRED or assignment.expires_at <= now:
+        raise AssignmentExpired(
+            "The time for this item ran out and it went back to the pool, so this answer was "
+            "not saved. Please continue with the next item."
+        )
+
+    study = assignment.study
+    a_left = assignment.a_left
+    fields = _validated_fields(
+        study=study,
+        assignment=assignment,
+        likert_shown=likert_shown,
+        values=values,
+        reason=reason,
+        acceptability_left=acceptability_left,
+        acceptability_right=acceptability_right,
+        axes_left=axes_left,
+        axes_right=axes_right,
+        comment=comment,
+    )
+    judgment = HumanJudgment.objects.create(
+        study=study,
+        pair=assignment.pair,
+        worker=worker,
+        assignment=assignment,
+        submission_id=submission_id,
+        a_left=a_left,
+        duration_ms=int((now - assignment.reserved_at).total_seconds() * 1000),
+        **fields,
+    )
+    updated = Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.RESERVED).update(
+        status=Assignment.Status.SUBMITTED, submitted_at=now
+    )
+    if updated != 1:
+        raise AssignmentClosed("This item can no longer be answered.")
+    PayEntry.objects.create(
+        study=study,
+        worker=worker,
+        judgment=judgment,
+        kind=PayEntry.Kind.JUDGMENT,
+        amount_cents=study.pay_per_judgment_cents,
+    )
+    if assignment.pair.is_gold:
+        worker_gold_check(worker=worker)
+    return judgment
+
+
+def _validated_fields(
+    *,
+    study: Study,
+    assignment: Assignment,
+    likert_shown: int | None,
+    values: Sequence[str],
+    reason: str,
+    acceptability_left: str,
+    acceptability_right: str,
+    axes_left: Mapping[str, str] | None,
+    axes_right: Mapping[str, str] | None,
+    comment: str,
+) -> dict[str, object]:
+    """Check the form against the study's settings; return the judgment's canonical fields."""
+    a_left = assignment.a_left
+    likert: int | None = None
+    preference = ""
+    if study.form_rationale_only:
+        if likert_shown is not None:
+            raise JudgmentInvalid(
+                "This study shows the better answer; no rating is asked.", field="likert_shown"
+            )
+        winner = pair_rationale_winner(pair=assignment.pair)
+        if winner is None:
+            raise JudgmentInvalid("This item has no known better answer.", field="likert_shown")
+        preference = winner
+    elif study.form_likert:
+        if likert_shown is None or isinstance(likert_shown, bool):
+            raise JudgmentInvalid("Choose a rating from 1 to 8.", field="likert_shown")
+        if not 1 <= likert_shown <= 8:
+            raise JudgmentInvalid(
+                f"The rating must be from 1 to 8, not {likert_shown}.", field="likert_shown"
+            )
+        likert = likert_shown if a_left else 9 - likert_shown
+        preference = likert_preference(likert)
+    elif likert_shown is not None:
+        raise JudgmentInvalid("This study does not ask for a rating.", field="likert_shown")
+
+    value_list = list(dict.fromkeys(values))
+    unknown = sorted(set(value_list) - SEVEN_VALUE_KEYS)
+    if unknown:
+        raise JudgmentInvalid(f"Unknown value(s): {', '.join(unknown)}.", field="values")
+    asks_values = study.form_rationale_only or study.form_values
+    if not asks_values and (value_list or reason.strip()):
+        raise JudgmentInvalid("This study does not ask why.", field="values")
+    if asks_values and preference in (Preference.A, Preference.B) and not value_list:
+        raise JudgmentInvalid(
+            "Pick at least one reason why the better answer is better.", field="values"
+        )
+    if asks_values and preference == Preference.TIE and value_list:
+        raise JudgmentInvalid(
+            "Reasons are asked only when one answer is better; clear them for a tie.",
+            field="values",
+        )
+    if len(reason) > MAX_TEXT:
+        raise JudgmentInvalid(f"The reason is longer than {MAX_TEXT} characters.", field="reason")
+
+    acceptability_a, acceptability_b = _shown_to_canonical(
+        a_left, acceptability_left, acceptability_right
+    )
+    if study.form_acceptability:
+        for field, value in (
+            ("acceptability_left", acceptability_left),
+            ("acceptability_right", acceptability_right),
+        ):
+            if value not in Acceptability.values:
+                raise JudgmentInvalid(
+                    "Choose accept, reject or unsure for each answer.", field=field
+                )
+    elif acceptability_left or acceptability_right:
+        raise JudgmentInvalid(
+            "This study does not ask about acceptability.", field="acceptability_left"
+        )
+
+    axes: dict[str, dict[str, str]] = {}
+    if study.form_axes:
+        left = _validated_axes(axes_left, field="axes_left")
+        right = _validated_axes(axes_right, field="axes_right")
+        axes_a, axes_b = _shown_to_canonical(a_left, left, right)
+        axes = {"a": axes_a, "b": axes_b}
+    elif axes_left or axes_right:
+        raise JudgmentInvalid("This study does not ask about the axes.", field="axes_left")
+
+    if comment and not study.form_comment:
+        raise JudgmentInvalid("This study does not take comments.", field="comment")
+    if len(comment) > MAX_TEXT:
+        raise JudgmentInvalid(f"The comment is longer than {MAX_TEXT} characters.", field="comment")
+    return {
+        "likert_shown": likert_shown if likert is not None else None,
+        "likert": likert,
+        "preference": preference,
+        "values": value_list,
+        "reason": reason.strip(),
+        "acceptability_a": acceptability_a,
+        "acceptability_b": acceptability_b,
+        "axes": axes,
+        "comment": comment.strip(),
+    }
+
+
+def _shown_to_canonical(a_left: bool, left: T, right: T) -> tuple[T, T]:
+    """Return (A, B) from what was shown on the left and right."""
+    return (left, right) if a_left else (right, left)
+
+
+def _validated_axes(axes: Mapping[str, str] | None, *, field: str) -> dict[str, str]:
+    given = dict(axes or {})
+    missing = [axis for axis in FINE_GRAINED_AXES if given.get(axis) not in AXIS_LEVELS]
+    if missing:
+        raise JudgmentInvalid(
+            f"Rate {', '.join(missing)} as no, partial or yes for each answer.", field=field
+        )
+    extra = sorted(set(given) - set(FINE_GRAINED_AXES))
+    if extra:
+        raise JudgmentInvalid(f"Unknown axis: {', '.join(extra)}.", field=field)
+    return {axis: given[axis] for axis in FINE_GRAINED_AXES}

@@ -1,0 +1,111 @@
+"""Researchers' pages about workers: quality, block and unblock, returns, pay and payouts."""
+
+from __future__ import annotations
+
+import csv
+from decimal import Decimal, InvalidOperation
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views import View
+
+from annotation.models import Worker
+from annotation.selectors.quality import (
+    study_pay_summary,
+    study_payout_rows,
+    study_worker_quality,
+)
+from annotation.services.errors import AnnotationError
+from annotation.services.pay import pay_entries_review, pay_gold_bonuses_grant
+from annotation.services.workers import worker_block_set, worker_return
+from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+
+
+class WorkerQualityView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        return render(
+            request,
+            "annotation/worker_quality.html",
+            {
+                "study": study,
+                "rows": study_worker_quality(study=study),
+                "pay": study_pay_summary(study=study),
+            },
+        )
+
+
+class WorkerActionView(ResearcherRequiredMixin, View):
+    """POST one action on one worker of the study: block, unblock, return, approve, reject."""
+
+    def post(self, request: HttpRequest, slug: str, worker_id: int) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        worker = Worker.objects.select_related("study").filter(study=study, pk=worker_id).first()
+        if worker is None:
+            raise Http404("No such worker in this study.")
+        action = request.POST.get("action", "")
+        reason = request.POST.get("reason", "").strip()
+        label = f"{worker.panel}:{worker.external_id}"
+        try:
+            if action in ("block", "unblock"):
+                worker_block_set(
+                    worker=worker,
+                    blocked=action == "block",
+                    reason=reason or f"{action.capitalize()}ed by {request.user}.",
+                )
+                messages.success(request, f"{label}: {action}ed.")
+            elif action == "return":
+                worker_return(worker=worker, reason=reason or "Returned on the panel.")
+                messages.success(request, f"{label}: marked returned, reservations released.")
+            elif action in ("approve", "reject"):
+                changed = pay_entries_review(
+                    worker=worker, approve=action == "approve", reason=reason
+                )
+                messages.success(request, f"{label}: {changed} pending entries {action}d.")
+            else:
+                messages.error(request, f"Unknown action {action!r}.")
+        except AnnotationError as exc:
+            messages.error(request, f"{label}: {exc.message}")
+        return redirect("annotation:worker_quality", slug=study.slug)
+
+
+class GoldBonusView(ResearcherRequiredMixin, View):
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            min_accuracy = Decimal(request.POST.get("min_accuracy", ""))
+            amount_cents = int(request.POST.get("amount_cents", ""))
+        except (InvalidOperation, ValueError):
+            messages.error(
+                request, "Give the minimum accuracy (0 to 1) and the bonus in whole cents."
+            )
+            return redirect("annotation:worker_quality", slug=study.slug)
+        try:
+            granted = pay_gold_bonuses_grant(
+                study=study, min_accuracy=min_accuracy, amount_cents=amount_cents
+            )
+        except AnnotationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"{granted} gold bonuses granted (pending approval).")
+        return redirect("annotation:worker_quality", slug=study.slug)
+
+
+class PayoutsCsvView(ResearcherRequiredMixin, View):
+    """GET the ledger as CSV; `?format=prolific` gives Prolific's bonus format."""
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        prolific = request.GET.get("format") == "prolific"
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        name = f"{study.slug}-{'prolific-bonus' if prolific else 'ledger'}.csv"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        writer = csv.writer(response)
+        if not prolific:
+            # Prolific's bulk bonus box takes bare "participant_id,amount" lines, no header.
+            writer.writerow(
+                ["panel", "participant_id", "kind", "amount_cents", "status", "reason", "created"]
+            )
+        writer.writerows(study_payout_rows(study=study, prolific=prolific))
+        return response
