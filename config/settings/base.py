@@ -125,6 +125,16 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 REDIS_URL: str = env.str("REDIS_URL", default="redis://127.0.0.1:6379/1")
 
+# The cache holds counters that must be shared by every web process (the entry rate limit), so
+# it lives in Redis, not in each process's memory.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env.str("CACHE_URL", default=REDIS_URL),
+        "KEY_PREFIX": "concord",
+    }
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

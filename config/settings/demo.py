@@ -46,3 +46,6 @@ if CELERY_BROKER_URL == "filesystem://":
         "processed_folder": str(_VAR / "broker" / "processed"),
         "store_processed": False,
     }
+
+# The demo runs one web process and no Redis: an in-process cache is enough there.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

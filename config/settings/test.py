@@ -7,6 +7,8 @@ import os
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+# Tests clear the cache between cases; a database of its own keeps that from touching the rest.
+os.environ.setdefault("CACHE_URL", "redis://127.0.0.1:6379/13")
 # A key that is only ever used by the test suite; production refuses to start without its own.
 os.environ.setdefault("SECRET_KEY", "test-only-key-not-for-production-" + "x" * 32)
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
