@@ -6,7 +6,6 @@ downloads are never used.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
-from playwright.sync_api import Browser, Dialog, Page, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page
 
 from annotation.models import (
     Answer,
@@ -28,37 +27,15 @@ from annotation.models import (
     Worker,
 )
 from tests.annotation.work_helpers import make_pairs, prolific_url
+from tests.browser import chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    # Playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
-    # test itself are still synchronous and safe. Set only while these tests run: a leftover
-    # would fail the deployment checks of any later test that starts manage.py.
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
-    finally:
-        if before is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(autouse=True)

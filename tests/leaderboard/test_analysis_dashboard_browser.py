@@ -5,35 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from annotation.models import Study
 from annotation.services.roles import study_member_add
+from tests.browser import chromium
 from tests.conftest import PASSWORD, Cast
 from tests.leaderboard.mtbench_data import mtbench_load
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 GPT4 = "gpt-4 pair, imported vs human"
 
 
 @pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-    # around it are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        yield chromium
-        chromium.close()
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
 
 
 def row_cells(page: Page, comparison: str, level: str = "vote") -> list[str]:
