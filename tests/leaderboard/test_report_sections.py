@@ -3,13 +3,18 @@ plain Python computation on the same small study."""
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
 import math
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 from scipy import stats
 
 from annotation.models import (
@@ -28,6 +33,7 @@ from leaderboard.services.reports import ReportParams, agreement_report_build
 from leaderboard.stats.ranking import ndcg_at_k
 from tests.conftest import Cast
 from tests.factories import make_assignment
+from tests.leaderboard.conftest import run_import
 
 FAST = ReportParams(ci_rounds=10, elo_rounds=3, bt_rounds=3)
 SYSTEMS = ("s1", "s2", "s3", "s4")
@@ -344,3 +350,51 @@ def test_win_rate_matrix_of_each_source_counts_wins_with_ties_as_half(world: Wor
                 else:
                     assert cell == pytest.approx(wins[(row, column)] / games[(row, column)])
     assert section["sources"]["pl scores"]["battles"] == 0
+
+
+def page_url(study: Study, view: str = "study_analysis", **kwargs: str) -> str:
+    return reverse(f"leaderboard:{view}", kwargs={"slug": study.slug, **kwargs})
+
+
+def test_dashboard_shows_the_new_tables_and_the_heatmap_with_values_in_its_cells(
+    client: Client, cast: Cast, world: World
+) -> None:
+    client.force_login(cast.researcher)
+    page = client.get(page_url(world.study)).content.decode()
+    for table in ("length-bias", "rationale", "gold-order-accuracy", "ndcg", "win-rates"):
+        assert f'id="table-{table}"' in page
+    for plot in ("length-bias", "rationale", "rationale-by-category", "win-rate-judge-x"):
+        assert f'id="plot-{plot}"' in page
+    report = agreement_report_build(study=world.study, params=ReportParams())
+    rates = report["win_rates"]["sources"]["judge x"]
+    svg = client.get(page_url(world.study, "study_analysis_plot", name="win-rate-judge-x"))
+    assert svg.status_code == 200 and svg["Content-Type"].startswith("image/svg+xml")
+    text = svg.content.decode()
+    for i, row in enumerate(rates["rates"]):
+        for j, value in enumerate(row):
+            if i != j:
+                assert f">{value:.2f}</text>" in text
+
+
+def test_length_bias_table_downloads_as_csv_with_the_counts(
+    client: Client, cast: Cast, world: World
+) -> None:
+    client.force_login(cast.admin)
+    response = client.get(page_url(world.study, "study_analysis_table", name="length-bias"))
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    report = agreement_report_build(study=world.study, params=ReportParams())
+    by_source = {row["source"]: row for row in rows}
+    longer = report["length_bias"]["sources"]["judge y"]["prefers_longer"]
+    assert int(by_source["judge y"]["decisive votes with a length gap"]) == longer["total"]
+    assert float(by_source["judge y"]["prefers longer: share"]) == pytest.approx(longer["share"])
+
+
+def test_an_imported_study_without_answer_texts_says_so_on_the_dashboard(
+    client: Client, cast: Cast, files: dict[str, Path]
+) -> None:
+    run_import(files)
+    client.force_login(cast.admin)
+    page = client.get(page_url(Study.objects.get(slug="mt-bench"))).content.decode()
+    assert "no answer texts" in page
+    assert 'id="plot-length-bias"' not in page
+    assert 'id="plot-win-rate-human"' in page
