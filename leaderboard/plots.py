@@ -179,7 +179,7 @@ def heatmap_svg(
     missing values are grey with an en dash."""
     cell = 56
     left, top = 150, 130
-    width = left + cell * len(columns) + 16
+    width = max(left + cell * len(columns) + 16, 480)
     height = top + cell * len(rows) + 40
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -216,8 +216,8 @@ def heatmap_svg(
                 f'text-anchor="middle">{label}</text>'
             )
     parts.append(
-        f'<text x="{left}" y="{height - 12}">row model\'s share of wins against the column model'
-        "</text>"
+        f'<text x="16" y="{height - 12}">'
+        "share of wins of the row model against the column model (a tie is half a win)</text>"
     )
     parts.append("</svg>")
     return "\n".join(parts)
