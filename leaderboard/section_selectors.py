@@ -69,8 +69,7 @@ def _pair_filter(filters: VoteFilters, prefix: str = "") -> Q:
 
 
 def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records(list(rows), columns=columns)
-    return frame
+    return pd.DataFrame.from_records(list(rows), columns=columns)
 
 
 def report_extras_get(*, study: Study, votes: StudyVotes) -> ReportExtras:
@@ -102,23 +101,26 @@ def report_extras_get(*, study: Study, votes: StudyVotes) -> ReportExtras:
     )
     values["rater"] = "w" + values["rater"].astype(str)
 
-    prompt_ids = sorted(set(votes.pairs["prompt_id"].tolist()))
     answers = _records(
-        Answer.objects.filter(prompt_id__in=prompt_ids)
+        Answer.objects.filter(prompt__study=study)
         .filter(Q(rank__isnull=False) | Q(upvotes__isnull=False))
         .order_by("pk")
         .values_list("pk", "prompt_id", "rank", "upvotes"),
         ["answer_id", "prompt_id", "rank", "upvotes"],
     )
+    # Only the prompts of the selected pairs (filters apply to prompts through their pairs).
+    answers = answers[answers["prompt_id"].isin(votes.pairs["prompt_id"].unique())]
+    answers = answers.reset_index(drop=True)
     for column in ("rank", "upvotes"):
         answers[column] = pd.to_numeric(answers[column]).astype("float64")
     run_ids = [s.run_id for s in votes.sources]
     scores = _records(
-        AnswerScore.objects.filter(run_id__in=run_ids, answer_id__in=answers["answer_id"].tolist())
+        AnswerScore.objects.filter(run_id__in=run_ids, answer__prompt__study=study)
         .order_by("run_id", "answer_id")
         .values_list("run_id", "answer_id", "score"),
         ["run_id", "answer_id", "score"],
     )
+    scores = scores[scores["answer_id"].isin(answers["answer_id"])].reset_index(drop=True)
     return ReportExtras(lengths=lengths, values=values, answers=answers, scores=scores)
 
 

@@ -224,7 +224,9 @@ def gold_pair_kinds(
     (the better side, A or B)."""
     answers_of = lengths.set_index("pair_id")[["answer_a_id", "answer_b_id"]]
     sides: dict[tuple[int, str], str] = {}
-    for pair in pairs.itertuples(index=False):
+    # Only gold pairs and pairs of prompts with an order can compare first with second or last.
+    wanted = pairs["is_gold"].astype(bool) | pairs["prompt_id"].isin(list(orders))
+    for pair in pairs[wanted].itertuples(index=False):
         if pair.is_gold and pair.gold_kind in GOLD_KINDS and pair.gold_side in ("A", "B"):
             sides[(int(pair.pair_id), str(pair.gold_kind))] = str(pair.gold_side)
         order = orders.get(int(pair.prompt_id))
@@ -278,9 +280,11 @@ def tie_aware_ndcg(scores: Sequence[float], gains: Sequence[float], k: int | Non
 
 
 def _win_shares(frame: pd.DataFrame, lengths: pd.DataFrame, prompt_of: pd.Series) -> pd.Series:
-    """Share of pairwise wins of each answer (a tie is half), indexed by (prompt_id, answer_id)."""
+    """Share of pairwise wins of each answer (a tie is half), indexed by (prompt_id, answer_id),
+    over the votes on the pairs in `prompt_of`."""
+    frame = frame[frame["pair_id"].isin(prompt_of.index)]
     if frame.empty:
-        return pd.Series(dtype=float)
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[], []]))
     ends = lengths.set_index("pair_id")[["answer_a_id", "answer_b_id"]]
     joined = frame[["pair_id", "label"]].join(ends, on="pair_id", how="inner")
     score_a = joined["label"].map({"A": 1.0, "B": 0.0, "tie": 0.5}).to_numpy()
@@ -303,12 +307,13 @@ def _ndcg_source(
     """Mean NDCG over the prompts where `scores` (indexed by prompt_id, answer_id) rank two or
     more answers of the gold order."""
     per_depth: dict[str, list[float]] = {_depth_key(k): [] for k in NDCG_DEPTHS}
+    by_prompt = {int(p): group.droplevel(0) for p, group in scores.groupby(level=0, sort=True)}
     for prompt_id, order in orders.items():
         n = len(order)
         gains = (n - order["position"] + 1).to_numpy(dtype=np.float64)
-        if prompt_id not in scores.index.get_level_values(0):
+        mine = by_prompt.get(prompt_id)
+        if mine is None:
             continue
-        mine = scores.xs(prompt_id, level=0)
         known = order["answer_id"].isin(mine.index).to_numpy()
         if known.sum() < 2:
             continue
@@ -358,6 +363,7 @@ def gold_order_section(
                 )
             accuracy[name][kind] = cell
     prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
+    prompt_of = prompt_of[prompt_of.isin(list(orders))]
     answer_prompt = extras.answers.set_index("answer_id")["prompt_id"]
     ndcg: dict[str, Any] = {}
     run_of = {s.name: s.run_id for s in votes.sources}
