@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -28,8 +29,12 @@ from annotation.models import (
     Worker,
 )
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
-from leaderboard.services.report_sections import tie_aware_ndcg
-from leaderboard.services.reports import ReportParams, agreement_report_build
+from leaderboard.services.report_sections import gold_orders, gold_pair_kinds, tie_aware_ndcg
+from leaderboard.services.reports import (
+    ReportParams,
+    agreement_report_build,
+    agreement_report_snapshot,
+)
 from leaderboard.stats.ranking import ndcg_at_k
 from tests.conftest import Cast
 from tests.factories import make_assignment
@@ -398,3 +403,45 @@ def test_an_imported_study_without_answer_texts_says_so_on_the_dashboard(
     assert "no answer texts" in page
     assert 'id="plot-length-bias"' not in page
     assert 'id="plot-win-rate-human"' in page
+
+
+def test_a_tie_at_the_top_of_the_gold_order_gives_no_first_vs_second_pair() -> None:
+    answers = pd.DataFrame(
+        {
+            "answer_id": [1, 2, 3, 4, 5],
+            "prompt_id": [10, 10, 10, 20, 20],
+            "rank": [1.0, 1.0, 2.0, None, None],
+            "upvotes": [None, None, None, 3.0, 9.0],
+        }
+    )
+    orders = gold_orders(answers)
+    assert orders[10]["position"].tolist() == [1, 1, 3]
+    assert orders[20]["answer_id"].tolist() == [5, 4]  # more upvotes first
+    pairs = pd.DataFrame(
+        {
+            "pair_id": [100, 101, 102, 103],
+            "prompt_id": [10, 10, 10, 20],
+            "is_gold": [False, False, False, False],
+            "gold_side": ["", "", "", ""],
+            "gold_kind": ["", "", "", ""],
+        }
+    )
+    ends = pd.DataFrame(
+        {"pair_id": [100, 101, 102, 103], "answer_a_id": [1, 1, 2, 4], "answer_b_id": [2, 3, 3, 5]}
+    )
+    kinds = gold_pair_kinds(pairs=pairs, lengths=ends, orders=orders)
+    assert kinds.to_dict("records") == [
+        {"pair_id": 101, "kind": "first_vs_last", "side": "A"},
+        {"pair_id": 103, "kind": "first_vs_last", "side": "B"},
+        {"pair_id": 103, "kind": "first_vs_second", "side": "B"},
+    ]
+
+
+def test_changed_answer_texts_give_a_new_snapshot_with_new_length_numbers(world: World) -> None:
+    first = agreement_report_snapshot(study=world.study, params=FAST)
+    assert agreement_report_snapshot(study=world.study, params=FAST).pk == first.pk
+    Answer.objects.filter(prompt__study=world.study).update(turns=[])
+    second = agreement_report_snapshot(study=world.study, params=FAST)
+    assert second.pk != first.pk
+    assert first.payload["length_bias"]["has_answer_texts"] is True
+    assert second.payload["length_bias"]["status"] == "no answer texts"
