@@ -298,6 +298,7 @@ class Pair(models.Model):
         max_length=3,
         choices=[(Preference.A, Preference.A.label), (Preference.B, Preference.B.label)],
         blank=True,
+        db_default="",
         help_text="The side a rationale-only form shows as better, when not from gold or ranks.",
     )
     # A random key fixed at creation: the claim walks pairs in this order from a random start, so

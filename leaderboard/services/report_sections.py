@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,6 @@ from leaderboard.selectors import StudyVotes
 from leaderboard.stats.bias import length_bias
 from leaderboard.stats.correlation import correlation
 from leaderboard.stats.proportion import wilson_interval
-from leaderboard.stats.ratings import win_rate_matrix
 from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
 
 HUMAN = "human"
@@ -92,14 +91,18 @@ def _length_source(frame: pd.DataFrame, lengths: pd.DataFrame, confidence: float
 
 
 def length_bias_section(
-    *, votes: StudyVotes, extras: ReportExtras, confidence: float
+    *,
+    votes: StudyVotes,
+    extras: ReportExtras,
+    confidence: float,
+    frames: Mapping[str, pd.DataFrame] | None = None,
 ) -> dict[str, Any]:
     """Per source: share preferring the longer answer and correlation with the length gap."""
     lengths = extras.lengths
     with_text = lengths[(lengths["len_a"] > 0) & (lengths["len_b"] > 0)]
     has_texts = not with_text.empty
     sources: dict[str, Any] = {}
-    for name, frame in _votes_by_source(votes).items():
+    for name, frame in (frames or _votes_by_source(votes)).items():
         sources[name] = _length_source(frame, with_text, confidence) if has_texts else None
     return {
         "has_answer_texts": has_texts,
@@ -151,7 +154,13 @@ def people_majority(human: pd.DataFrame) -> pd.Series:
     return pd.Series(labels, index=counts.index, dtype=object)
 
 
-def rationale_section(*, votes: StudyVotes, extras: ReportExtras) -> dict[str, Any]:
+def rationale_section(
+    *,
+    votes: StudyVotes,
+    extras: ReportExtras,
+    frames: Mapping[str, pd.DataFrame] | None = None,
+    majority: pd.Series | None = None,
+) -> dict[str, Any]:
     """How often each of the seven values is cited: overall, by category, and on the pairs where
     two judges disagree and the people side with one (AdvisorQA, Kim et al. 2024, Fig. 4)."""
     values = extras.values
@@ -163,11 +172,9 @@ def rationale_section(*, votes: StudyVotes, extras: ReportExtras) -> dict[str, A
         for category in sorted(set(categories.tolist())):
             mine = values[categories == category]
             by_category.append({"category": category, **_distribution(mine["values"])})
-    majority = people_majority(votes.human)
-    judge_votes = {
-        s.name: votes.judges[votes.judges["source"] == s.name].set_index("pair_id")["label"]
-        for s in votes.sources
-    }
+    majority = people_majority(votes.human) if majority is None else majority
+    frames = frames or _votes_by_source(votes)
+    judge_votes = {s.name: frames[s.name].set_index("pair_id")["label"] for s in votes.sources}
     # A run without votes (a reward model's scores only) cannot disagree with anyone.
     judge_votes = {name: labels for name, labels in judge_votes.items() if len(labels)}
     disagreement = []
@@ -333,15 +340,20 @@ def _depth_key(k: int | None) -> str:
 
 
 def gold_order_section(
-    *, votes: StudyVotes, extras: ReportExtras, confidence: float
+    *,
+    votes: StudyVotes,
+    extras: ReportExtras,
+    confidence: float,
+    frames: Mapping[str, pd.DataFrame] | None = None,
+    majority: pd.Series | None = None,
 ) -> dict[str, Any]:
     """Accuracy on first-vs-second and first-vs-last pairs, and NDCG of each source's ranking of
     a prompt's answers against the gold order (AdvisorQA, Kim et al. 2024, Table 3)."""
     orders = gold_orders(extras.answers)
     kinds = gold_pair_kinds(pairs=votes.pairs, lengths=extras.lengths, orders=orders)
-    frames = _votes_by_source(votes)
+    frames = frames or _votes_by_source(votes)
     accuracy: dict[str, Any] = {}
-    majority = people_majority(votes.human)
+    majority = people_majority(votes.human) if majority is None else majority
     for name, frame in frames.items():
         accuracy[name] = {}
         for kind in GOLD_KINDS:
@@ -398,28 +410,45 @@ def gold_order_section(
 # --- win rates --------------------------------------------------------------------------------
 
 
-def win_rates_section(*, votes: StudyVotes) -> dict[str, Any]:
+def win_rates_from_votes(frame: pd.DataFrame) -> tuple[list[str], npt.NDArray[np.float64], int]:
+    """Models, win-rate matrix and battle count of one source's votes.
+
+    The same formula as :func:`leaderboard.stats.ratings.win_rate_matrix` with ties="half"
+    (``W_ij / (W_ij + W_ji)``, a tie half a win each, NaN where two models never met and on the
+    diagonal), summed from the counts per (model A, model B, label), so a million votes cost one
+    group-by instead of a Python step per battle. Votes of a model against itself are left out.
+    """
+    kept = frame[frame["system_a"] != frame["system_b"]]
+    counts = kept.groupby(["system_a", "system_b", "label"], observed=True).size()
+    models = sorted({str(m) for key in counts.index for m in key[:2]})
+    index = {m: i for i, m in enumerate(models)}
+    wins = np.zeros((len(models), len(models)))
+    for (a, b, label), n in counts.items():
+        i, j = index[str(a)], index[str(b)]
+        if label == "A":
+            wins[i, j] += n
+        elif label == "B":
+            wins[j, i] += n
+        else:
+            wins[i, j] += n / 2
+            wins[j, i] += n / 2
+    games = wins + wins.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(games > 0, wins / games, np.nan)
+    return models, rates, len(kept)
+
+
+def win_rates_section(
+    *, votes: StudyVotes, frames: Mapping[str, pd.DataFrame] | None = None
+) -> dict[str, Any]:
     """Per source, the share of battles each model won against each other (ties as half)."""
     out: dict[str, Any] = {}
-    for name, frame in _votes_by_source(votes).items():
-        battles = pd.DataFrame(
-            {
-                "model_a": frame["system_a"].to_numpy(),
-                "model_b": frame["system_b"].to_numpy(),
-                "winner": frame["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"}),
-            }
-        )
-        battles = battles[battles["model_a"] != battles["model_b"]]
-        if battles.empty:
-            out[name] = {"battles": 0, "models": [], "rates": []}
-            continue
-        matrix = win_rate_matrix(battles, ties="half")
+    for name, frame in (frames or _votes_by_source(votes)).items():
+        models, rates, battles = win_rates_from_votes(frame)
         out[name] = {
-            "battles": len(battles),
-            "models": [str(m) for m in matrix.index],
-            "rates": [
-                [None if math.isnan(v) else float(v) for v in row] for row in matrix.to_numpy()
-            ],
+            "battles": battles,
+            "models": models,
+            "rates": [[None if math.isnan(v) else float(v) for v in row] for row in rates],
         }
     return {
         "definition": "row model's wins over column model / their battles; a tie is half a win",
@@ -431,9 +460,17 @@ def report_sections_compute(
     *, votes: StudyVotes, extras: ReportExtras, confidence: float
 ) -> dict[str, Any]:
     """The later sections of the report, keyed as in the JSON."""
+    frames = _votes_by_source(votes)
+    majority = people_majority(votes.human)
     return {
-        "length_bias": length_bias_section(votes=votes, extras=extras, confidence=confidence),
-        "rationale": rationale_section(votes=votes, extras=extras),
-        "gold_order": gold_order_section(votes=votes, extras=extras, confidence=confidence),
-        "win_rates": win_rates_section(votes=votes),
+        "length_bias": length_bias_section(
+            votes=votes, extras=extras, confidence=confidence, frames=frames
+        ),
+        "rationale": rationale_section(
+            votes=votes, extras=extras, frames=frames, majority=majority
+        ),
+        "gold_order": gold_order_section(
+            votes=votes, extras=extras, confidence=confidence, frames=frames, majority=majority
+        ),
+        "win_rates": win_rates_section(votes=votes, frames=frames),
     }

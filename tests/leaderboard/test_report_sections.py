@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from django.test import Client
@@ -29,13 +30,19 @@ from annotation.models import (
     Worker,
 )
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
-from leaderboard.services.report_sections import gold_orders, gold_pair_kinds, tie_aware_ndcg
+from leaderboard.services.report_sections import (
+    gold_orders,
+    gold_pair_kinds,
+    tie_aware_ndcg,
+    win_rates_from_votes,
+)
 from leaderboard.services.reports import (
     ReportParams,
     agreement_report_build,
     agreement_report_snapshot,
 )
 from leaderboard.stats.ranking import ndcg_at_k
+from leaderboard.stats.ratings import win_rate_matrix
 from tests.conftest import Cast
 from tests.factories import make_assignment
 from tests.leaderboard.conftest import run_import
@@ -445,3 +452,28 @@ def test_changed_answer_texts_give_a_new_snapshot_with_new_length_numbers(world:
     assert second.pk != first.pk
     assert first.payload["length_bias"]["has_answer_texts"] is True
     assert second.payload["length_bias"]["status"] == "no answer texts"
+
+
+def test_win_rates_from_counts_equal_the_stats_win_rate_matrix_on_the_same_battles() -> None:
+    rng = random.Random(5)
+    rows = [
+        (a, b, rng.choice(["A", "B", "tie"]))
+        for _ in range(300)
+        for a, b in [rng.sample(["m1", "m2", "m3", "m4"], 2)]
+    ] + [("m5", "m5", "A"), ("m1", "m6", "tie")]
+    frame = pd.DataFrame(rows, columns=["system_a", "system_b", "label"])
+    models, rates, battles = win_rates_from_votes(frame)
+    kept = frame[frame["system_a"] != frame["system_b"]]
+    expected = win_rate_matrix(
+        pd.DataFrame(
+            {
+                "model_a": kept["system_a"],
+                "model_b": kept["system_b"],
+                "winner": kept["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"}),
+            }
+        ),
+        ties="half",
+    )
+    assert battles == 301
+    assert models == list(expected.index) == ["m1", "m2", "m3", "m4", "m6"]
+    assert np.allclose(rates, expected.to_numpy(), equal_nan=True)
