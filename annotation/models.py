@@ -294,6 +294,13 @@ class Pair(models.Model):
     is_gold = models.BooleanField(default=False, db_index=True)
     gold_side = models.CharField(max_length=3, choices=Preference.choices, blank=True)
     gold_kind = models.CharField(max_length=20, choices=GoldKind.choices, blank=True)
+    rationale_winner = models.CharField(
+        max_length=3,
+        choices=[(Preference.A, Preference.A.label), (Preference.B, Preference.B.label)],
+        blank=True,
+        db_default="",
+        help_text="The side a rationale-only form shows as better, when not from gold or ranks.",
+    )
     # A random key fixed at creation: the claim walks pairs in this order from a random start, so
     # "random among equals" never sorts the whole pool.
     shuffle_key = models.FloatField(default=shuffle_key_new, editable=False)
@@ -313,6 +320,9 @@ class Pair(models.Model):
                 condition=(Q(is_gold=False, gold_side="", gold_kind=""))
                 | (Q(is_gold=True) & Q(gold_side__in=["A", "B"]) & ~Q(gold_kind="")),
                 name="pair_gold_has_side",
+            ),
+            models.CheckConstraint(
+                condition=Q(rationale_winner__in=["", "A", "B"]), name="pair_rationale_winner_a_b"
             ),
         ]
         indexes = [

@@ -49,3 +49,30 @@ class AnalysisFilterForm(forms.Form):
             judge_run_ids=tuple(sorted(data["run"])) if data.get("run") else None,
             raters=data.get("raters") or None,
         )
+
+
+class FollowupForm(forms.Form):
+    """Two judge runs of the study, how many disagreement pairs to sample, and the seed."""
+
+    judge_a_run = forms.TypedChoiceField(coerce=int, label="Judge run A")
+    judge_b_run = forms.TypedChoiceField(coerce=int, label="Judge run B")
+    sample_size = forms.IntegerField(min_value=1, max_value=100_000, initial=300)
+    seed = forms.IntegerField(min_value=0, initial=0)
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        runs = [(str(r["id"]), r["name"]) for r in study_filter_choices(study=study)["runs"]]
+        for name in ("judge_a_run", "judge_b_run"):
+            field = self.fields[name]
+            assert isinstance(field, forms.ChoiceField)
+            field.choices = runs
+        if len(runs) >= 2:
+            self.fields["judge_b_run"].initial = runs[1][0]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("judge_a_run") is not None and data.get("judge_a_run") == data.get(
+            "judge_b_run"
+        ):
+            self.add_error("judge_b_run", "Choose two different judge runs.")
+        return data

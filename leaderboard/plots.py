@@ -155,3 +155,69 @@ def histogram_svg(*, title: str, counts: Mapping[str, int]) -> str:
         y_min=0.0,
         y_max=max([0.5, *shares]),
     )
+
+
+def _heat_colour(value: float) -> str:
+    """White at 0.5, shading to blue towards 1 and to orange towards 0."""
+    t = min(max(value, 0.0), 1.0)
+    if t >= 0.5:
+        target, weight = (59, 110, 168), (t - 0.5) * 2
+    else:
+        target, weight = (217, 130, 43), (0.5 - t) * 2
+    r, g, b = (round(255 + (c - 255) * weight) for c in target)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heatmap_svg(
+    *,
+    title: str,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+) -> str:
+    """Return a matrix of shares (0 to 1) as an SVG heatmap with each value written in its cell;
+    missing values are grey with an en dash."""
+    cell = 56
+    left, top = 150, 130
+    width = max(left + cell * len(columns) + 16, 480)
+    height = top + cell * len(rows) + 40
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" '
+        'font-family="sans-serif" font-size="11">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>',
+    ]
+    for j, column in enumerate(columns):
+        x = left + j * cell + cell / 2
+        parts.append(
+            f'<text x="{_fmt(x)}" y="{top - 8}" text-anchor="start" '
+            f'transform="rotate(-45 {_fmt(x)} {top - 8})">{escape(column[:24])}</text>'
+        )
+    for i, row in enumerate(rows):
+        y = top + i * cell
+        parts.append(
+            f'<text x="{left - 6}" y="{_fmt(y + cell / 2 + 4)}" text-anchor="end">'
+            f"{escape(row[:24])}</text>"
+        )
+        for j, column in enumerate(columns):
+            value = values[i][j] if j < len(values[i]) else None
+            x = left + j * cell
+            known = value is not None and math.isfinite(value)
+            fill = _heat_colour(value) if known and value is not None else "#eeeeee"
+            label = f"{value:.2f}" if known and value is not None else "–"
+            parts.append(
+                f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" '
+                f'stroke="#ffffff"><title>{escape(row)} vs {escape(column)}: {label}</title></rect>'
+            )
+            parts.append(
+                f'<text x="{_fmt(x + cell / 2)}" y="{_fmt(y + cell / 2 + 4)}" '
+                f'text-anchor="middle">{label}</text>'
+            )
+    parts.append(
+        f'<text x="16" y="{height - 12}">'
+        "share of wins of the row model against the column model (a tie is half a win)</text>"
+    )
+    parts.append("</svg>")
+    return "\n".join(parts)

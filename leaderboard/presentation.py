@@ -274,7 +274,20 @@ def report_tables(report: Mapping[str, Any]) -> list[Table]:
             ("a", "b", "spearman rho", "kendall tau", "models"),
             tuple(rank_rows),
         ),
+        *_later_tables(report),
     ]
+
+
+def _later_tables(report: Mapping[str, Any]) -> list[Table]:
+    from leaderboard.presentation_sections import section_tables  # imports Table from here
+
+    return section_tables(report)
+
+
+def _later_plots(report: Mapping[str, Any]) -> list[Plot]:
+    from leaderboard.presentation_sections import section_plots  # imports Plot from here
+
+    return section_plots(report)
 
 
 def report_table(report: Mapping[str, Any], name: str) -> Table | None:
@@ -366,7 +379,7 @@ def report_plots(report: Mapping[str, Any]) -> list[Plot]:
                 ),
             )
         )
-    return plots
+    return plots + _later_plots(report)
 
 
 def report_plot(report: Mapping[str, Any], name: str) -> Plot | None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from leaderboard import views
+from leaderboard import views, views_followup
 
 app_name = "leaderboard"
 
@@ -24,6 +24,11 @@ urlpatterns = [
         name="study_analysis_plot",
     ),
     path("<slug:slug>/analysis/units/", views.StudyUnitListView.as_view(), name="study_units"),
+    path(
+        "<slug:slug>/analysis/followup/",
+        views_followup.StudyFollowupCreateView.as_view(),
+        name="study_followup_create",
+    ),
     path(
         "<slug:slug>/analysis/units/<int:pair_id>/",
         views.StudyUnitDetailView.as_view(),

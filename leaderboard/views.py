@@ -12,7 +12,7 @@ from django.views import View
 
 from annotation.models import Pair, Study
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
-from leaderboard.forms import AnalysisFilterForm
+from leaderboard.forms import AnalysisFilterForm, FollowupForm
 from leaderboard.presentation import (
     report_plot,
     report_plots,
@@ -62,6 +62,7 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
                 "plots": plots,
                 "has_position_histograms": any(p.name.startswith("position-bias-") for p in plots),
                 "csv_base": request.path + "tables/",
+                "followup_form": FollowupForm(study=study),
             }
         return render(
             request, "leaderboard/study_analysis.html", context, status=200 if report else 400

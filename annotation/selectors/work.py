@@ -95,10 +95,13 @@ def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> Assignment 
 def pair_rationale_winner(*, pair: Pair) -> str | None:
     """The side ('A' or 'B') a rationale-only form presents as the winner, if it is known.
 
-    Taken from the gold side, else from the answers' ranks (1 = best); never from a judge.
+    Taken from the gold side, else from the pair's own `rationale_winner` (set by a follow-up
+    study), else from the answers' ranks (1 = best); never from a judge.
     """
     if pair.is_gold and pair.gold_side in (Preference.A, Preference.B):
         return pair.gold_side
+    if pair.rationale_winner in (Preference.A, Preference.B):
+        return pair.rationale_winner
     rank_a, rank_b = pair.answer_a.rank, pair.answer_b.rank
     if rank_a is None or rank_b is None or rank_a == rank_b:
         return None

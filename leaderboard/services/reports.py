@@ -27,6 +27,7 @@ from django.db import transaction
 
 from annotation.models import Study
 from leaderboard.models import ReportSnapshot
+from leaderboard.section_selectors import ReportExtras, extras_data_hash, report_extras_get
 from leaderboard.selectors import (
     StudyVotes,
     VoteFilters,
@@ -34,6 +35,7 @@ from leaderboard.selectors import (
     study_votes_get,
     votes_data_hash,
 )
+from leaderboard.services.report_sections import report_sections_compute
 from leaderboard.stats.agreement import (
     bootstrap_agreement_ci,
     cohen_kappa,
@@ -472,10 +474,23 @@ def agreement_report_build(
     return _with_metadata(study=study, votes=votes, filters=filters, params=params)
 
 
+def report_data_hash(*, votes: StudyVotes, extras: ReportExtras) -> str:
+    """SHA-256 over the votes' hash and the extra rows' hash (answer lengths, values, ranks)."""
+    both = votes_data_hash(votes=votes) + extras_data_hash(extras=extras)
+    return hashlib.sha256(both.encode()).hexdigest()
+
+
 def _with_metadata(
-    *, study: Study, votes: StudyVotes, filters: VoteFilters, params: ReportParams
+    *,
+    study: Study,
+    votes: StudyVotes,
+    filters: VoteFilters,
+    params: ReportParams,
+    extras: ReportExtras | None = None,
 ) -> dict[str, Any]:
+    extras = extras or report_extras_get(study=study, votes=votes)
     body = agreement_report_compute(votes=votes, params=params)
+    body |= report_sections_compute(votes=votes, extras=extras, confidence=params.confidence)
     params_out = _params_dict(filters, params)
     params_out["filters"]["raters"] = votes.raters
     metadata_out = {
@@ -485,7 +500,7 @@ def _with_metadata(
         "study": {"slug": study.slug, "name": study.name},
         "seed": params.seed,
         "parameters": params_out,
-        "data_hash": votes_data_hash(votes=votes),
+        "data_hash": report_data_hash(votes=votes, extras=extras),
         "definition": DEFINITION,
         "raters": {"set": votes.raters, "definition": RATERS_DEFINITION[votes.raters]},
     }
@@ -501,12 +516,15 @@ def agreement_report_snapshot(
     filters = filters or VoteFilters()
     params = params or ReportParams()
     votes = study_votes_get(study=study, filters=filters)
-    data_hash = votes_data_hash(votes=votes)
+    extras = report_extras_get(study=study, votes=votes)
+    data_hash = report_data_hash(votes=votes, extras=extras)
     key = params_hash(filters=filters, params=params)
     found = report_snapshot_find(study=study, params_hash=key, data_hash=data_hash)
     if found is not None:
         return found
-    payload = _with_metadata(study=study, votes=votes, filters=filters, params=params)
+    payload = _with_metadata(
+        study=study, votes=votes, filters=filters, params=params, extras=extras
+    )
     with transaction.atomic():
         return ReportSnapshot.objects.create(
             study=study,

@@ -9,7 +9,7 @@ from django import template
 
 register = template.Library()
 
-_SHARE_COLUMNS = ("rate", "prefers first shown", "flip rate", "accuracy")
+_SHARE_COLUMNS = ("rate", "prefers first shown", "flip rate", "accuracy", "share")
 
 
 @register.filter

@@ -1,0 +1,136 @@
+"""Reads for the report's later sections (length bias, rationales, gold order): the rows that the
+vote frames do not carry. Each is one `values_list` over one table, filtered as the votes are."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from django.db.models import F, Func, IntegerField, Q
+from django.db.models.sql.compiler import SQLCompiler
+
+from annotation.models import Answer, HumanJudgment, Pair, Study
+from judges.models import AnswerScore
+from leaderboard.selectors import EXPERT_PREFIX, StudyVotes, VoteFilters
+
+
+class TurnLength(Func):
+    """Characters of ``turns[turn - 1]`` of a JSON list of strings; NULL when that turn is
+    missing."""
+
+    output_field = IntegerField()
+
+    def _parts(self, compiler: SQLCompiler, connection: Any) -> tuple[str, str, list[Any]]:
+        turns_sql, turns_params = compiler.compile(self.source_expressions[0])
+        turn_sql, turn_params = compiler.compile(self.source_expressions[1])
+        return turns_sql, turn_sql, [*turns_params, *turn_params]
+
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: Any, **extra_context: Any
+    ) -> tuple[str, list[Any]]:
+        turns, turn, params = self._parts(compiler, connection)
+        return f"char_length(({turns}) ->> (({turn}) - 1))", params
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: Any, **extra_context: Any
+    ) -> tuple[str, list[Any]]:
+        # SQLite (the demo): json_extract with a computed path.
+        turns, turn, params = self._parts(compiler, connection)
+        return f"length(json_extract({turns}, '$[' || (({turn}) - 1) || ']'))", params
+
+
+@dataclass(frozen=True)
+class ReportExtras:
+    """What the later report sections read besides the votes.
+
+    lengths: pair_id, answer_a_id, answer_b_id, len_a, len_b (characters of the judged turn,
+    NaN without text); values: pair_id, rater, label, values (the judgments that cite any of the
+    seven values); answers: answer_id, prompt_id, rank, upvotes (answers of prompts with a gold
+    order); scores: run_id, answer_id, score (answer scores of the report's runs).
+    """
+
+    lengths: pd.DataFrame
+    values: pd.DataFrame
+    answers: pd.DataFrame
+    scores: pd.DataFrame
+
+
+def _pair_filter(filters: VoteFilters, prefix: str = "") -> Q:
+    q = Q()
+    if filters.category is not None:
+        q &= Q(**{f"{prefix}prompt__category": filters.category})
+    if filters.turn is not None:
+        q &= Q(**{f"{prefix}turn": filters.turn})
+    if filters.exclude_gold:
+        q &= Q(**{f"{prefix}is_gold": False})
+    return q
+
+
+def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame.from_records(list(rows), columns=columns)
+
+
+def report_extras_get(*, study: Study, votes: StudyVotes) -> ReportExtras:
+    """Read the answer lengths, cited values, gold ranks and answer scores behind `votes`."""
+    filters = votes.filters
+    pairs = (
+        Pair.objects.filter(_pair_filter(filters), study=study)
+        .annotate(
+            len_a=TurnLength(F("answer_a__turns"), F("turn")),
+            len_b=TurnLength(F("answer_b__turns"), F("turn")),
+        )
+        .order_by("pk")
+        .values_list("pk", "answer_a_id", "answer_b_id", "len_a", "len_b")
+    )
+    lengths = _records(pairs, ["pair_id", "answer_a_id", "answer_b_id", "len_a", "len_b"])
+    for column in ("len_a", "len_b"):
+        lengths[column] = pd.to_numeric(lengths[column]).astype("float64")
+
+    judgments = (
+        HumanJudgment.objects.filter(_pair_filter(filters, "pair__"), study=study)
+        .exclude(preference="")
+        .exclude(values=[])
+    )
+    if votes.raters == "experts":
+        judgments = judgments.filter(worker__external_id__startswith=EXPERT_PREFIX)
+    values = _records(
+        judgments.order_by("pk").values_list("pair_id", "worker_id", "preference", "values"),
+        ["pair_id", "rater", "label", "values"],
+    )
+    values["rater"] = "w" + values["rater"].astype(str)
+
+    answers = _records(
+        Answer.objects.filter(prompt__study=study)
+        .filter(Q(rank__isnull=False) | Q(upvotes__isnull=False))
+        .order_by("pk")
+        .values_list("pk", "prompt_id", "rank", "upvotes"),
+        ["answer_id", "prompt_id", "rank", "upvotes"],
+    )
+    # Only the prompts of the selected pairs (filters apply to prompts through their pairs).
+    answers = answers[answers["prompt_id"].isin(votes.pairs["prompt_id"].unique())]
+    answers = answers.reset_index(drop=True)
+    for column in ("rank", "upvotes"):
+        answers[column] = pd.to_numeric(answers[column]).astype("float64")
+    run_ids = [s.run_id for s in votes.sources]
+    scores = _records(
+        AnswerScore.objects.filter(run_id__in=run_ids, answer__prompt__study=study)
+        .order_by("run_id", "answer_id")
+        .values_list("run_id", "answer_id", "score"),
+        ["run_id", "answer_id", "score"],
+    )
+    scores = scores[scores["answer_id"].isin(answers["answer_id"])].reset_index(drop=True)
+    return ReportExtras(lengths=lengths, values=values, answers=answers, scores=scores)
+
+
+def extras_data_hash(*, extras: ReportExtras) -> str:
+    """SHA-256 of the extra rows, in a fixed order and text form."""
+    digest = hashlib.sha256()
+    for name in ("lengths", "values", "answers", "scores"):
+        frame: pd.DataFrame = getattr(extras, name)
+        if name == "values":
+            frame = frame.assign(values=frame["values"].map(lambda v: ",".join(map(str, v))))
+        digest.update(f"[{name}:{','.join(frame.columns)}:{len(frame)}]".encode())
+        digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
