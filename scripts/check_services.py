@@ -1,10 +1,14 @@
-"""Check that PostgreSQL and Redis answer before the test suite runs; say how to start them."""
+"""Check that PostgreSQL and Redis answer before the test suite runs; say how to start them.
+
+Run with DJANGO_SETTINGS_MODULE set: it checks the database and broker that those settings name.
+"""
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 STARTERS = {
@@ -13,12 +17,25 @@ STARTERS = {
 }
 
 
-def _ping_postgres(url: str) -> str | None:
+def _ping_postgres(db: dict[str, Any]) -> str | None:
+    """Connect through the maintenance database and create `database` if it is missing, so that
+    `manage.py check` and `makemigrations --check` find the database the settings name."""
     import psycopg
+    from psycopg import sql
 
+    database = db["NAME"]
+    params: dict[str, Any] = {
+        key.lower(): db[key] for key in ("HOST", "PORT", "USER", "PASSWORD") if db.get(key)
+    }
     try:
-        with psycopg.connect(url, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
+        with psycopg.connect(
+            dbname="postgres", connect_timeout=3, autocommit=True, **params
+        ) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", [database]
+            ).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     except psycopg.Error as exc:
         return str(exc).strip()
     return None
@@ -38,15 +55,16 @@ def _ping_redis(url: str) -> str | None:
 
 def main() -> int:
     """Return 0 when both services answer, 1 with instructions otherwise."""
-    pg_url = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    pg_url = pg_url.replace("postgres://", "postgresql://", 1)
-    # The suite creates its own test database, so check the server through the maintenance db.
-    pg_admin = pg_url.rsplit("/", 1)[0] + "/postgres"
-    redis_url = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import django
+    from django.conf import settings
+
+    django.setup()
+    redis_url = settings.CELERY_BROKER_URL
     failures = {
         name: error
         for name, error in (
-            ("PostgreSQL", _ping_postgres(pg_admin)),
+            ("PostgreSQL", _ping_postgres(settings.DATABASES["default"])),
             ("Redis", _ping_redis(redis_url)),
         )
         if error
