@@ -100,7 +100,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
         pair_sys: list[tuple[int, int]] = []
         with raw.copy(
             "COPY annotation_pair (study_id, prompt_id, answer_a_id, answer_b_id, turn, source, "
-            "is_gold, gold_side, gold_kind, created_at) FROM STDIN"
+            "is_gold, gold_side, gold_kind, shuffle_key, created_at) FROM STDIN"
         ) as copy:
             made = 0
             for p in range(n_prompts):
@@ -118,6 +118,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
                             False,
                             "",
                             "",
+                            float(rng.random()),
                             "2026-01-01",
                         )
                     )
@@ -129,10 +130,13 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
         sys_b = np.array([s[1] for s in pair_sys])
         n_workers = 2000
         with raw.copy(
-            "COPY annotation_worker (study_id, panel, external_id, state, created_at) FROM STDIN"
+            "COPY annotation_worker (study_id, panel, external_id, state, panel_session_id, "
+            "session_key, state_reason, created_at) FROM STDIN"
         ) as copy:
             for w in range(n_workers):
-                copy.write_row((study.pk, "imported", f"rater-{w}", "done", "2026-01-01"))
+                copy.write_row(
+                    (study.pk, "imported", f"rater-{w}", "done", "", "", "", "2026-01-01")
+                )
         cursor.execute(
             "SELECT id FROM annotation_worker WHERE study_id = %s ORDER BY id", [study.pk]
         )

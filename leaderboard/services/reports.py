@@ -539,6 +539,11 @@ def _flatten(value: Any, prefix: str) -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
+def report_flatten(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The report's leaves as (path, value) pairs, paths as in the JSON, in sorted order."""
+    return _flatten(report, "")
+
+
 def report_to_csv(report: Mapping[str, Any]) -> bytes:
     """The report as CSV bytes: one line per leaf, `path,value` (paths as in the JSON)."""
     out = io.StringIO()
