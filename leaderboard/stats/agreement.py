@@ -99,7 +99,8 @@ def krippendorff_alpha_from_long(
     value_arr = np.asarray(values, dtype=object)
     if unit_arr.shape != value_arr.shape or unit_arr.ndim != 1:
         raise ValueError("units and values must be 1-D and of equal length")
-    keep = np.array([not _is_missing(v) for v in value_arr], dtype=bool)
+    # pd.isna on an object array tests each element as _is_missing does, in one pass.
+    keep = ~np.asarray(pd.isna(value_arr), dtype=bool)
     unit_arr, value_arr = unit_arr[keep], value_arr[keep]
     if unit_arr.size == 0:
         return math.nan
