@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
@@ -181,8 +182,12 @@ def _read_csv(
         na_values={c: [""] for c in columns if c not in text},
     )
     for column in flags:
-        frame[column] = frame[column].map({"true": True, "false": False}).astype(object)
-        frame.loc[frame[column].isna(), column] = None
+        # Compared column-wise rather than mapped row by row; NULL stays None.
+        values = frame[column].to_numpy(dtype=object)
+        out = np.full(len(values), None, dtype=object)
+        out[values == "true"] = True
+        out[values == "false"] = False
+        frame[column] = pd.Series(out, index=frame.index, dtype=object)
     return frame
 
 

@@ -199,11 +199,17 @@ def cohen_kappa(
         return math.nan
     cats = list(categories) if categories is not None else sorted(set(a.tolist()) | set(b.tolist()))
     index = {c: i for i, c in enumerate(cats)}
-    try:
-        ia = np.array([index[x] for x in a.tolist()], dtype=np.int64)
-        ib = np.array([index[x] for x in b.tolist()], dtype=np.int64)
-    except KeyError as exc:
-        raise ValueError(f"label {exc.args[0]!r} is not among the categories") from exc
+
+    def positions(labels: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        # Each distinct label is looked up once, not once per item.
+        codes, distinct = pd.factorize(labels, use_na_sentinel=False)
+        try:
+            lookup = np.array([index[x] for x in distinct.tolist()], dtype=np.int64)
+        except KeyError as exc:
+            raise ValueError(f"label {exc.args[0]!r} is not among the categories") from exc
+        return lookup[codes]
+
+    ia, ib = positions(a), positions(b)
     k = len(cats)
     observed = np.bincount(ia * k + ib, minlength=k * k).reshape(k, k) / a.size
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))

@@ -305,7 +305,16 @@ def bootstrap_agreement_ci(
     n = a.size
     if n == 0 or t.sum() == 0:
         return AgreementInterval(math.nan, math.nan, math.nan, confidence, rounds, seed, n)
-    distinct, counts = np.unique(np.stack([a, t], axis=1), axis=0, return_counts=True)
+    whole = (a >= 0).all() and (t >= 0).all() and (a % 1 == 0).all() and (t % 1 == 0).all()
+    if whole and max(a.max(), t.max()) < 2**26:
+        # Whole counts: one integer per (agree, total), which sorts as the pairs do.
+        width = int(t.max()) + 1
+        codes, counts = np.unique(
+            a.astype(np.int64) * width + t.astype(np.int64), return_counts=True
+        )
+        distinct = np.stack([codes // width, codes % width], axis=1).astype(np.float64)
+    else:
+        distinct, counts = np.unique(np.stack([a, t], axis=1), axis=0, return_counts=True)
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(n, counts / n, size=rounds).astype(np.float64)
     # Sums of whole numbers below 2**53: exact in float64, whatever the order of summation.
