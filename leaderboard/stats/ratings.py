@@ -343,9 +343,11 @@ def elo_bootstrap(
     Arena Elo notebook (Zheng et al. 2023), as followed by the Hugging Face H4 study "Can
     foundation models label data like humans?" (2023).
 
-    With numba installed the per-battle loop is compiled; without it all rounds advance in
-    lockstep, battle position by battle position, on a (rounds x models) rating matrix, so the
-    Python loop runs once per battle position instead of once per battle per round. Both give
+    With numba installed the draws and the per-battle loop are compiled together (the draws are
+    numpy's, reproduced from the generator's raw words; see :func:`_bounded_fill`); without it
+    all rounds advance in lockstep, battle position by battle position, on a (rounds x models)
+    rating matrix, so the Python loop runs once per battle position instead of once per battle
+    per round. Both give
     the same ratings up to floating-point rounding. A model that does not appear in a round's
     sample has no rating in that round (as in the notebook) and the percentiles skip it.
     Returns columns model, rating (median), lower, upper, sorted by rating descending; no
