@@ -6,7 +6,9 @@ Run from the repository root, with DATABASE_URL pointing at a PostgreSQL server:
 
 The script works in a database of its own (DATABASE_URL's name + "_bench"), created, migrated and
 filled with COPY, and drops it at the end (unless --keep). It prints the time of each stage of the
-report (reading the rows, hashing them, each statistic) and the total.
+report (reading the rows, hashing them, each statistic) and the total, each next to the same
+stage run with the straightforward implementation of benchmarks/report_baseline.py in the same
+process, and their ratio (--no-baseline skips the baseline).
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 import numpy as np
+import pandas as pd
 
 
 def bench_database_url(url: str) -> tuple[str, str]:
@@ -38,14 +40,6 @@ def recreate_database(url: str, name: str, *, drop_only: bool = False) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if not drop_only:
             conn.execute(f'CREATE DATABASE "{name}"')
-
-
-@contextmanager
-def stage(label: str, timings: dict[str, float]) -> Iterator[None]:
-    start = time.perf_counter()
-    yield
-    timings[label] = time.perf_counter() - start
-    print(f"  {label:<38} {timings[label]:8.2f} s", flush=True)
 
 
 def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
@@ -100,7 +94,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
         pair_sys: list[tuple[int, int]] = []
         with raw.copy(
             "COPY annotation_pair (study_id, prompt_id, answer_a_id, answer_b_id, turn, source, "
-            "is_gold, gold_side, gold_kind, created_at) FROM STDIN"
+            "is_gold, gold_side, gold_kind, shuffle_key, created_at) FROM STDIN"
         ) as copy:
             made = 0
             for p in range(n_prompts):
@@ -118,6 +112,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
                             False,
                             "",
                             "",
+                            float(rng.random()),
                             "2026-01-01",
                         )
                     )
@@ -129,10 +124,13 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
         sys_b = np.array([s[1] for s in pair_sys])
         n_workers = 2000
         with raw.copy(
-            "COPY annotation_worker (study_id, panel, external_id, state, created_at) FROM STDIN"
+            "COPY annotation_worker (study_id, panel, external_id, state, panel_session_id, "
+            "session_key, state_reason, created_at) FROM STDIN"
         ) as copy:
             for w in range(n_workers):
-                copy.write_row((study.pk, "imported", f"rater-{w}", "done", "2026-01-01"))
+                copy.write_row(
+                    (study.pk, "imported", f"rater-{w}", "done", "", "", "", "2026-01-01")
+                )
         cursor.execute(
             "SELECT id FROM annotation_worker WHERE study_id = %s ORDER BY id", [study.pk]
         )
@@ -225,26 +223,11 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
     return study.pk
 
 
-def timed_report(study_id: int, rounds: dict[str, int], seed: int) -> dict[str, float]:
-    """Run the report's stages one by one, timing each, then the whole report."""
-    from annotation.models import Study
-    from leaderboard import selectors
+def _steps(votes: Any, params: Any) -> list[tuple[str, Callable[[], Any]]]:
     from leaderboard.services import reports
 
-    study = Study.objects.get(pk=study_id)
-    params = reports.ReportParams(seed=seed, **rounds)
-    filters = selectors.VoteFilters()
-    timings: dict[str, float] = {}
-    with stage("read rows (selectors)", timings):
-        votes = selectors.study_votes_get(study=study, filters=filters)
-    print(
-        f"    {len(votes.human):,} human votes, {len(votes.calls):,} judge calls, "
-        f"{len(votes.pairs):,} pairs"
-    )
-    with stage("hash rows", timings):
-        selectors.votes_data_hash(votes=votes)
     human, judges = votes.human, votes.judges
-    steps: list[tuple[str, Callable[[], Any]]] = [
+    return [
         ("human vs human (vote level)", lambda: reports._agreement(human, None)),
         ("human vs human bootstrap CI", lambda: reports._agreement_ci(human, None, params)),
         ("Fleiss' kappa", lambda: reports._fleiss(human)),
@@ -266,12 +249,102 @@ def timed_report(study_id: int, rounds: dict[str, int], seed: int) -> dict[str, 
             votes, [s.name for s in votes.sources], params
         )),
     ]  # fmt: skip
-    for label, step in steps:
-        with stage(label, timings):
-            step()
-    with stage("FULL REPORT (agreement_report_build)", timings):
-        reports.agreement_report_build(study=study, filters=filters, params=params)
+
+
+def _timed(step: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def _row(label: str, fast: float, slow: float | None) -> None:
+    if slow is None:
+        print(f"  {label:<40} {fast:8.2f} s", flush=True)
+    else:
+        print(f"  {label:<40} {fast:8.2f} s {slow:9.2f} s {slow / fast:7.1f}x", flush=True)
+
+
+def timed_report(
+    study_id: int, rounds: dict[str, int], seed: int, *, with_baseline: bool
+) -> dict[str, float]:
+    """Run the report's stages one by one, timing each, then the whole report; with the
+    baseline, time each the straightforward way too, in this same process."""
+    from annotation.models import Study
+    from benchmarks.report_baseline import baseline
+    from leaderboard import selectors
+    from leaderboard.services import reports
+    from leaderboard.stats.ratings import elo_bootstrap
+
+    # Compile the numba kernels of both engines first, so that neither pays it below.
+    warm = pd.DataFrame(
+        {"model_a": ["x", "y"], "model_b": ["y", "x"], "winner": ["tie", "model_a"]}
+    )
+    start = time.perf_counter()
+    elo_bootstrap(warm, rounds=2)
+    with baseline():
+        elo_bootstrap(warm, rounds=2)
+    print(f"  (numba compilation, once per process: {time.perf_counter() - start:.2f} s)")
+
+    study = Study.objects.get(pk=study_id)
+    params = reports.ReportParams(seed=seed, **rounds)
+    filters = selectors.VoteFilters()
+    timings: dict[str, float] = {}
+    header = "stage", "fast", "baseline", "ratio"
+    print(f"  {header[0]:<40} {header[1]:>10} {header[2]:>11} {header[3]:>8}")
+    start = time.perf_counter()
+    votes = selectors.study_votes_get(study=study, filters=filters)
+    timings["read rows (selectors)"] = time.perf_counter() - start
+    _row("read rows (selectors)", timings["read rows (selectors)"], None)
+    print(
+        f"    {len(votes.human):,} human votes, {len(votes.calls):,} judge calls, "
+        f"{len(votes.pairs):,} pairs"
+    )
+    timings["hash rows"] = _timed(lambda: selectors.votes_data_hash(votes=votes))
+    _row("hash rows", timings["hash rows"], None)
+    for label, step in _steps(votes, params):
+        timings[label] = _timed(step)
+        slow = None
+        if with_baseline:
+            with baseline():
+                slow = _timed(step)
+            timings[label + " (baseline)"] = slow
+        _row(label, timings[label], slow)
+
+    full = "FULL REPORT (agreement_report_build)"
+    fast_report: dict[str, Any] = {}
+
+    def build() -> None:
+        fast_report["r"] = reports.agreement_report_build(
+            study=study, filters=filters, params=params
+        )
+
+    timings[full] = _timed(build)
+    slow = None
+    if with_baseline:
+        slow_report: dict[str, Any] = {}
+
+        def build_slow() -> None:
+            slow_report["r"] = reports.agreement_report_build(
+                study=study, filters=filters, params=params
+            )
+
+        with baseline():
+            slow = _timed(build_slow)
+        timings[full + " (baseline)"] = slow
+        same = _without_ci(fast_report["r"]) == _without_ci(slow_report["r"])
+        print(f"    fast and baseline reports equal outside the agreement CIs: {same}")
+    _row(full, timings[full], slow)
     return timings
+
+
+def _without_ci(report: Any) -> Any:
+    """The report less its agreement bootstrap intervals, whose protocol changed (same
+    distribution, different draws); every other number must be equal."""
+    if isinstance(report, dict):
+        return {k: _without_ci(v) for k, v in report.items() if k != "ci"}
+    if isinstance(report, list):
+        return [_without_ci(v) for v in report]
+    return report
 
 
 def main() -> int:
@@ -284,6 +357,9 @@ def main() -> int:
     parser.add_argument("--ci-rounds", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip timing the straightforward baseline"
+    )
     parser.add_argument(
         "--reuse", action="store_true", help="use a kept benchmark database instead of filling one"
     )
@@ -331,9 +407,14 @@ def main() -> int:
                 "bt_rounds": args.bt_rounds,
             },
             args.seed,
+            with_baseline=not args.no_baseline,
         )
         total = timings["FULL REPORT (agreement_report_build)"]
-        print(f"Full report: {total:.2f} s (target: under 10 s)")
+        line = f"Full report: {total:.2f} s (target: under 10 s)"
+        slow = timings.get("FULL REPORT (agreement_report_build) (baseline)")
+        if slow is not None:
+            line += f"; baseline {slow:.2f} s in this run, {slow / total:.1f}x faster"
+        print(line)
     finally:
         connections.close_all()
         if not (args.keep or args.reuse):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
@@ -23,7 +24,7 @@ from django.http import HttpRequest
 from annotation.models import HumanJudgment, Pair, Study, Worker
 from annotation.selectors.studies import study_list_with_counts
 from judges.models import JudgeCall, JudgeRun
-from leaderboard.models import ReportSnapshot
+from leaderboard.models import ExportJob, ReportSnapshot
 
 RaterSet = Literal["all", "experts"]
 EXPERT_PREFIX = "expert_"
@@ -181,8 +182,12 @@ def _read_csv(
         na_values={c: [""] for c in columns if c not in text},
     )
     for column in flags:
-        frame[column] = frame[column].map({"true": True, "false": False}).astype(object)
-        frame.loc[frame[column].isna(), column] = None
+        # Compared column-wise rather than mapped row by row; NULL stays None.
+        values = frame[column].to_numpy(dtype=object)
+        out = np.full(len(values), None, dtype=object)
+        out[values == "true"] = True
+        out[values == "false"] = False
+        frame[column] = pd.Series(out, index=frame.index, dtype=object)
     return frame
 
 
@@ -457,8 +462,9 @@ EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("raw_output", "raw_output"),
     ),
 }
-_EXPORT_FLAGS = {"is_gold", "is_imported", "a_left", "refusal"}
-_EXPORT_NUMBERS = {
+EXPORT_FLAGS = {"is_gold", "is_imported", "a_left", "refusal"}
+EXPORT_FLOATS = {"score_a", "score_b", "cost_usd"}
+EXPORT_NUMBERS = {
     "pair_id",
     "turn",
     "answer_a_id",
@@ -478,25 +484,63 @@ _EXPORT_NUMBERS = {
 }
 
 
-def study_export_frame(*, study: Study, table: str) -> pd.DataFrame:
-    """A study's raw rows of one table (pairs, judgments or calls), sorted by id."""
+def _export_queryset(*, study: Study, table: str) -> QuerySet[Any]:
     if table not in EXPORT_TABLES:
         raise ValueError(f"table must be one of {sorted(EXPORT_TABLES)}, not {table!r}")
+    if table == "pairs":
+        return Pair.objects.filter(study=study)
+    if table == "judgments":
+        return HumanJudgment.objects.filter(study=study)
+    return JudgeCall.objects.filter(run__study=study)
+
+
+def study_export_count(*, study: Study, table: str) -> int:
+    """How many rows an export of one table of the study holds."""
+    return int(_export_queryset(study=study, table=table).count())
+
+
+def study_export_frame(*, study: Study, table: str) -> pd.DataFrame:
+    """A study's raw rows of one table (pairs, judgments or calls), sorted by id."""
+    return _export_rows(_export_queryset(study=study, table=table), table)
+
+
+def study_export_chunks(
+    *, study: Study, table: str, chunk_rows: int = 50_000
+) -> Iterator[pd.DataFrame]:
+    """The same rows as :func:`study_export_frame`, in id order, as frames of at most
+    `chunk_rows` rows, so that a big export never holds the whole table in memory.
+
+    Each chunk is an id range (keyset pagination): its upper id is found by an index scan, then
+    its rows are read like the whole table's.
+    """
+    if chunk_rows < 1:
+        raise ValueError("chunk_rows must be at least 1")
+    qs = _export_queryset(study=study, table=table)
+    after: int | None = None
+    while True:
+        remaining = qs if after is None else qs.filter(pk__gt=after)
+        last = list(
+            remaining.order_by("pk").values_list("pk", flat=True)[chunk_rows - 1 : chunk_rows]
+        )
+        upper = last[0] if last else None
+        window = remaining if upper is None else remaining.filter(pk__lte=upper)
+        frame = _export_rows(window, table)
+        if len(frame):
+            yield frame
+        if upper is None:
+            return
+        after = int(upper)
+
+
+def _export_rows(qs: QuerySet[Any], table: str) -> pd.DataFrame:
     fields = [f for f, _ in EXPORT_TABLES[table]]
     columns = [c for _, c in EXPORT_TABLES[table]]
-    qs: QuerySet[Any]
-    if table == "pairs":
-        qs = Pair.objects.filter(study=study)
-    elif table == "judgments":
-        qs = HumanJudgment.objects.filter(study=study)
-    else:
-        qs = JudgeCall.objects.filter(run__study=study)
     frame = _frame(
         qs,
         fields,
         columns,
-        text=[c for c in columns if c not in _EXPORT_FLAGS | _EXPORT_NUMBERS],
-        flags=[c for c in columns if c in _EXPORT_FLAGS],
+        text=[c for c in columns if c not in EXPORT_FLAGS | EXPORT_NUMBERS],
+        flags=[c for c in columns if c in EXPORT_FLAGS],
     )
     return frame.sort_values(columns[0], kind="stable").reset_index(drop=True)
 
@@ -613,3 +657,13 @@ def unit_detail_get(*, study: Study, pair_id: int) -> dict[str, Any]:
     )
     calls = list(JudgeCall.objects.filter(pair=pair).select_related("run__judge").order_by("pk"))
     return {"pair": pair, "judgments": judgments, "calls": calls}
+
+
+def export_jobs_for_study(*, study: Study) -> QuerySet[ExportJob]:
+    """The study's export jobs, newest first, with who asked for them."""
+    return ExportJob.objects.filter(study=study).select_related("requested_by")
+
+
+def export_job_get(*, study: Study, public_id: Any) -> ExportJob:
+    """The study's export job with this public id (ExportJob.DoesNotExist otherwise)."""
+    return ExportJob.objects.get(study=study, public_id=public_id)

@@ -35,6 +35,16 @@ urlpatterns = [
         name="study_unit",
     ),
     path(
+        "<slug:slug>/analysis/exports/jobs/",
+        views.StudyExportJobListView.as_view(),
+        name="study_export_jobs",
+    ),
+    path(
+        "<slug:slug>/analysis/exports/jobs/<uuid:public_id>/download",
+        views.ExportJobDownloadView.as_view(),
+        name="export_job_download",
+    ),
+    path(
         "<slug:slug>/analysis/exports/<slug:table>.<slug:fmt>",
         views.StudyExportView.as_view(),
         name="study_export",

@@ -3,16 +3,23 @@ members of the study, and admins; anyone else gets a 404."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+from urllib.parse import urlencode
 
+from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views import View
 
 from annotation.models import Pair, Study
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from judges.services.queueing import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm
+from leaderboard.models import ExportJob
 from leaderboard.presentation import (
     report_plot,
     report_plots,
@@ -23,9 +30,17 @@ from leaderboard.presentation import (
 from leaderboard.selectors import (
     EXPORT_TABLES,
     api_schema_get,
+    export_job_get,
+    export_jobs_for_study,
     study_votes_get,
     unit_detail_get,
     unit_rows_get,
+)
+from leaderboard.services.export_jobs import (
+    export_job_file,
+    export_job_request,
+    export_needs_job,
+    export_sync_max_rows,
 )
 from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export
 from leaderboard.services.reports import agreement_report_snapshot, report_to_json
@@ -53,6 +68,7 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
             "query": request.GET.urlencode(),
             "export_tables": sorted(EXPORT_TABLES),
             "export_formats": EXPORT_FORMATS,
+            "export_sync_max_rows": export_sync_max_rows(),
         }
         if report:
             plots = report_plots(report)
@@ -107,14 +123,87 @@ class StudyAnalysisReportView(ResearcherRequiredMixin, View):
 
 
 class StudyExportView(ResearcherRequiredMixin, View):
+    """A small table's rows, built in the request; a big one sends the researcher to the
+    background exports page with the table and format filled in."""
+
     def get(self, request: HttpRequest, slug: str, table: str, fmt: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
         if table not in EXPORT_TABLES or fmt not in EXPORT_FORMATS:
             raise Http404("No such export.")
+        if export_needs_job(study=study, kind=table):
+            messages.info(
+                request,
+                f"The {table} table has more than {export_sync_max_rows():,} rows: "
+                "build it in the background here.",
+            )
+            url = reverse("leaderboard:study_export_jobs", args=[study.slug])
+            return redirect(f"{url}?{urlencode({'kind': table, 'format': fmt})}")
         data = study_export(study=study, table=table, fmt=fmt)
         response = HttpResponse(data, content_type=CONTENT_TYPES[fmt])
         response["Content-Disposition"] = f'attachment; filename="{_filename(study, table, fmt)}"'
         return response
+
+
+class StudyExportJobListView(ResearcherRequiredMixin, View):
+    """The study's background exports with their status, and a form to ask for one."""
+
+    def _render(self, request: HttpRequest, study: Study, status: int = 200) -> HttpResponse:
+        return render(
+            request,
+            "leaderboard/export_jobs.html",
+            {
+                "study": study,
+                "jobs": export_jobs_for_study(study=study),
+                "kinds": ExportJob.Kind.choices,
+                "formats": ExportJob.Format.choices,
+                "chosen_kind": request.GET.get("kind", ""),
+                "chosen_format": request.GET.get("format", ""),
+            },
+            status=status,
+        )
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        return self._render(request, get_study_or_404(request, slug))
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            job = export_job_request(
+                study=study,
+                user=request.user,  # type: ignore[arg-type]
+                kind=request.POST.get("kind", ""),
+                fmt=request.POST.get("format", ""),
+            )
+        except ValidationError as exc:
+            for problems in exc.message_dict.values():
+                for problem in problems:
+                    messages.error(request, problem)
+            return self._render(request, study, status=400)
+        except BrokerUnavailable as exc:
+            messages.error(request, str(exc))
+            return self._render(request, study, status=503)
+        messages.success(request, f"Export of {job.get_kind_display().lower()} queued.")
+        return redirect("leaderboard:study_export_jobs", slug=study.slug)
+
+
+class ExportJobDownloadView(ResearcherRequiredMixin, View):
+    """Stream a finished export's file; 404 for anyone who may not read the study, and for a
+    job that is not done."""
+
+    def get(self, request: HttpRequest, slug: str, public_id: uuid.UUID) -> HttpResponseBase:
+        study = get_study_or_404(request, slug)
+        try:
+            job = export_job_get(study=study, public_id=public_id)
+            path = export_job_file(job=job)
+        except (ExportJob.DoesNotExist, FileNotFoundError) as exc:
+            raise Http404("No such export, or it is not ready.") from exc
+        content_type = CONTENT_TYPES[job.format]
+        return FileResponse(
+            path.open("rb"),
+            as_attachment=True,
+            filename=_filename(study, job.kind, job.format),
+            content_type=content_type,
+        )
 
 
 class ApiDocsView(ResearcherRequiredMixin, View):

@@ -85,6 +85,9 @@ STATICFILES_DIRS = [BASE_DIR / "config" / "static"]
 # Local state of this checkout: the demo's database and passwords, exports, uploads.
 CONCORD_VAR_DIR = env.path("CONCORD_VAR_DIR", default=str(BASE_DIR / "var"))
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(BASE_DIR / "var" / "media"))
+# Raw-row downloads of tables bigger than this are built by a Celery worker into
+# CONCORD_VAR_DIR/exports instead of inside the web request.
+CONCORD_EXPORT_SYNC_MAX_ROWS: int = env.int("CONCORD_EXPORT_SYNC_MAX_ROWS", default=100_000)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -173,6 +176,7 @@ CELERY_TASK_ROUTES = {
     "judges.call_execute": {"queue": "llm_judge"},
     "judges.run_fan_out": {"queue": "llm_judge"},
     "judges.calls_reconcile": {"queue": "llm_judge"},
+    "leaderboard.export_build": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {
     "judges-calls-reconcile": {

@@ -296,11 +296,18 @@ def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, An
     decisive = ordered[ordered["label"] != "tie"]
     first_label = np.where(decisive["order"] == "ab", "A", "B")
     first = int((decisive["label"].to_numpy() == first_label).sum())
-    wide = ordered.pivot_table(
-        index="pair_id", columns="order", values="label", aggfunc="first"
-    ).dropna()
+    # Per pair, the first label given in each order (as a pivot with aggfunc="first" would),
+    # for the pairs judged in both.
+    first_of = {
+        order: ordered.loc[ordered["order"] == order, ["pair_id", "label"]]
+        .dropna()
+        .drop_duplicates("pair_id")
+        .set_index("pair_id")["label"]
+        for order in ("ab", "ba")
+    }
+    wide = pd.DataFrame(first_of).dropna().sort_index()
     flips = None
-    if {"ab", "ba"} <= set(wide.columns) and len(wide):
+    if len(wide):
         flips = flip_rate(wide["ab"].to_numpy(), wide["ba"].to_numpy(), confidence=confidence)
     return {
         "histogram": histogram,
@@ -339,12 +346,16 @@ def _gold(votes: StudyVotes, sources: list[str], confidence: float) -> dict[str,
 
 def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     rows = frame if ties else frame[frame["label"] != "tie"]
-    winner = rows["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"})
+    labels = rows["label"]
+    # Compared column-wise rather than mapped row by row; a label outside A/B/tie stays missing.
+    winner = np.full(len(rows), None, dtype=object)
+    for label, name in (("A", "model_a"), ("B", "model_b"), ("tie", "tie")):
+        winner[labels.eq(label).to_numpy(dtype=bool, na_value=False)] = name
     return pd.DataFrame(
         {
-            "model_a": rows["system_a"].to_numpy(),
-            "model_b": rows["system_b"].to_numpy(),
-            "winner": winner.to_numpy(),
+            "model_a": rows["system_a"].reset_index(drop=True),
+            "model_b": rows["system_b"].reset_index(drop=True),
+            "winner": winner,
         }
     )
 
@@ -555,6 +566,11 @@ def _flatten(value: Any, prefix: str) -> list[tuple[str, Any]]:
             rows += _flatten(item, f"{prefix}[{i}]")
         return rows
     return [(prefix, value)]
+
+
+def report_flatten(report: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The report's leaves as (path, value) pairs, paths as in the JSON, in sorted order."""
+    return _flatten(report, "")
 
 
 def report_to_csv(report: Mapping[str, Any]) -> bytes:

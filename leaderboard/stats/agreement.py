@@ -99,7 +99,8 @@ def krippendorff_alpha_from_long(
     value_arr = np.asarray(values, dtype=object)
     if unit_arr.shape != value_arr.shape or unit_arr.ndim != 1:
         raise ValueError("units and values must be 1-D and of equal length")
-    keep = np.array([not _is_missing(v) for v in value_arr], dtype=bool)
+    # pd.isna on an object array tests each element as _is_missing does, in one pass.
+    keep = ~np.asarray(pd.isna(value_arr), dtype=bool)
     unit_arr, value_arr = unit_arr[keep], value_arr[keep]
     if unit_arr.size == 0:
         return math.nan
@@ -198,11 +199,17 @@ def cohen_kappa(
         return math.nan
     cats = list(categories) if categories is not None else sorted(set(a.tolist()) | set(b.tolist()))
     index = {c: i for i, c in enumerate(cats)}
-    try:
-        ia = np.array([index[x] for x in a.tolist()], dtype=np.int64)
-        ib = np.array([index[x] for x in b.tolist()], dtype=np.int64)
-    except KeyError as exc:
-        raise ValueError(f"label {exc.args[0]!r} is not among the categories") from exc
+
+    def positions(labels: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        # Each distinct label is looked up once, not once per item.
+        codes, distinct = pd.factorize(labels, use_na_sentinel=False)
+        try:
+            lookup = np.array([index[x] for x in distinct.tolist()], dtype=np.int64)
+        except KeyError as exc:
+            raise ValueError(f"label {exc.args[0]!r} is not among the categories") from exc
+        return lookup[codes]
+
+    ia, ib = positions(a), positions(b)
     k = len(cats)
     observed = np.bincount(ia * k + ib, minlength=k * k).reshape(k, k) / a.size
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))

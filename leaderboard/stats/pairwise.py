@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -58,65 +58,125 @@ class AgreementInterval:
     n_units: int
 
 
-def _normalise(votes: pd.DataFrame, key: str, label: str, rater: str) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Coded:
+    """Votes as integer codes: key (shared numbering across sources), label (0 A, 1 B, 2 tie)
+    and rater."""
+
+    key: npt.NDArray[np.int64]
+    label: npt.NDArray[np.int64]
+    rater: npt.NDArray[np.int64]
+
+
+def _check_columns(votes: pd.DataFrame, key: str, label: str, rater: str) -> None:
     missing = {key, label, rater} - set(votes.columns)
     if missing:
         raise ValueError(f"votes lack the columns {sorted(missing)}")
-    frame = pd.DataFrame(
-        {
-            "key": votes[key].to_numpy(),
-            "label": votes[label].to_numpy(),
-            "rater": votes[rater].to_numpy(),
-        }
-    )
-    unknown = set(frame["label"].unique().tolist()) - set(LABELS)
+
+
+def _label_codes(labels: pd.Series) -> npt.NDArray[np.int64]:
+    codes, values = pd.factorize(labels)
+    found = values.tolist()
+    unknown = set(found) - set(LABELS)
+    if (codes < 0).any():
+        unknown.add(None)
     if unknown:
         raise ValueError(f"labels must be in {LABELS}; found {sorted(map(str, unknown))}")
-    return frame
+    position = np.array([LABELS.index(v) for v in found], dtype=np.int64)
+    return position[codes] if len(found) else np.zeros(0, dtype=np.int64)
 
 
-def _label_counts(frame: pd.DataFrame, index: list[str]) -> pd.DataFrame:
-    counts = frame.groupby([*index, "label"], sort=False).size().unstack("label", fill_value=0)
-    return counts.reindex(columns=list(LABELS), fill_value=0)
+def _encode_sources(
+    frames: list[pd.DataFrame], key: str, label: str, rater: str
+) -> tuple[list[_Coded], npt.NDArray[Any]]:
+    """Code each frame's votes, numbering the keys of all frames together (sorted when the
+    keys sort, else in order of appearance); return the codes and the key values."""
+    keys = pd.concat([f[key] for f in frames], ignore_index=True) if frames else pd.Series()
+    try:
+        key_codes, key_values = pd.factorize(keys, sort=True)
+    except TypeError:
+        key_codes, key_values = pd.factorize(keys)
+    out = []
+    start = 0
+    for frame in frames:
+        n = len(frame)
+        rater_codes, _ = pd.factorize(frame[rater])
+        out.append(
+            _Coded(
+                key=key_codes[start : start + n].astype(np.int64),
+                label=_label_codes(frame[label]),
+                rater=rater_codes.astype(np.int64),
+            )
+        )
+        start += n
+    return out, np.asarray(key_values)
 
 
-def _pairs_within(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per key: unordered pairs of votes by different raters, and how many of them agree."""
-    if frame.empty:
-        return pd.DataFrame({"agree": [], "total": []}, dtype=np.int64)
-    by_key = _label_counts(frame, ["key"])
-    by_rater = _label_counts(frame, ["key", "rater"])
-    n_key = by_key.sum(axis=1)
-    n_rater = by_rater.sum(axis=1)
-    # All pairs on a key, minus the pairs whose two votes come from the same rater.
-    total = n_key * (n_key - 1) // 2
-    agree = (by_key * (by_key - 1) // 2).sum(axis=1)
-    same_total = (n_rater * (n_rater - 1) // 2).groupby(level="key", sort=False).sum()
-    same_agree = (by_rater * (by_rater - 1) // 2).sum(axis=1).groupby(level="key", sort=False).sum()
-    out = pd.DataFrame({"agree": agree - same_agree, "total": total - same_total})
-    return out.astype(np.int64)
+def _counts(coded: _Coded, n_keys: int) -> npt.NDArray[np.int64]:
+    """keys x (A, B, tie) vote counts."""
+    flat = np.bincount(coded.key * 3 + coded.label, minlength=n_keys * 3)
+    return flat.reshape(n_keys, 3).astype(np.int64)
 
 
-def _pairs_across(x: pd.DataFrame, y: pd.DataFrame) -> pd.DataFrame:
-    """Per key present in both: every vote of x against every vote of y."""
-    if x.empty or y.empty:
-        return pd.DataFrame({"agree": [], "total": []}, dtype=np.int64)
-    cx = _label_counts(x, ["key"])
-    cy = _label_counts(y, ["key"])
-    cx, cy = cx.align(cy, join="inner", axis=0)
-    agree = (cx * cy).sum(axis=1)
-    total = cx.sum(axis=1) * cy.sum(axis=1)
-    return pd.DataFrame({"agree": agree, "total": total}).astype(np.int64)
+def _pairs(n: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    result: npt.NDArray[np.int64] = n * (n - 1) // 2
+    return result
 
 
-def _majority(frame: pd.DataFrame) -> pd.DataFrame:
-    counts = _label_counts(frame, ["key"])
-    values = counts.to_numpy()
-    top = values.max(axis=1, keepdims=True)
-    unique_top = (values == top).sum(axis=1) == 1
-    winner = np.array(LABELS, dtype=object)[values.argmax(axis=1)]
-    label = np.where(unique_top, winner, "tie")
-    return pd.DataFrame({"key": counts.index.to_numpy(), "label": label, "rater": "majority"})
+def _within(coded: _Coded, n_keys: int) -> tuple[npt.NDArray[np.int64], ...]:
+    """Per key: agreeing and compared unordered pairs of votes by different raters (S1, S2).
+
+    All pairs on a key, minus the pairs whose two votes come from the same rater."""
+    counts = _counts(coded, n_keys)
+    decisive = counts[:, :2]
+    agree_s1 = _pairs(counts).sum(axis=1)
+    total_s1 = _pairs(counts.sum(axis=1))
+    agree_s2 = _pairs(decisive).sum(axis=1)
+    total_s2 = _pairs(decisive.sum(axis=1))
+    n_raters = int(coded.rater.max()) + 1 if coded.rater.size else 1
+    cell = coded.key * n_raters + coded.rater
+    cells, per_cell = np.unique(cell, return_counts=True)
+    if (per_cell > 1).any():
+        # Some rater voted twice on a key: take out the pairs of their own votes.
+        by_cell = np.unique(cell * 3 + coded.label, return_counts=True)
+        cell_key = cells // n_raters
+        cell_label_key = by_cell[0] // 3 // n_raters
+        cell_label = by_cell[0] % 3
+        same = _pairs(by_cell[1].astype(np.int64))
+        decisive_cell = np.unique(cell[coded.label < 2], return_counts=True)
+        agree_s1 = agree_s1 - np.bincount(cell_label_key, same, n_keys).astype(np.int64)
+        total_s1 = total_s1 - np.bincount(
+            cell_key, _pairs(per_cell.astype(np.int64)), n_keys
+        ).astype(np.int64)
+        keep = cell_label < 2
+        agree_s2 = agree_s2 - np.bincount(cell_label_key[keep], same[keep], n_keys).astype(np.int64)
+        total_s2 = total_s2 - np.bincount(
+            decisive_cell[0] // n_raters, _pairs(decisive_cell[1].astype(np.int64)), n_keys
+        ).astype(np.int64)
+    return agree_s1, total_s1, agree_s2, total_s2
+
+
+def _across(
+    cx: npt.NDArray[np.int64], cy: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], ...]:
+    """Per key: every vote of x against every vote of y (S1), and decisive against decisive
+    (S2); a key missing from either source has no comparisons."""
+    agree_s1 = (cx * cy).sum(axis=1)
+    total_s1 = cx.sum(axis=1) * cy.sum(axis=1)
+    agree_s2 = (cx[:, :2] * cy[:, :2]).sum(axis=1)
+    total_s2 = cx[:, :2].sum(axis=1) * cy[:, :2].sum(axis=1)
+    return agree_s1, total_s1, agree_s2, total_s2
+
+
+def _majority_counts(counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """One vote per key with votes: its majority label, "tie" when the top count is shared."""
+    voted = counts.sum(axis=1) > 0
+    top = counts.max(axis=1, keepdims=True)
+    unique_top = (counts == top).sum(axis=1) == 1
+    winner = np.where(unique_top, counts.argmax(axis=1), 2)
+    out = np.zeros_like(counts)
+    out[np.flatnonzero(voted), winner[voted]] = 1
+    return out
 
 
 def pairwise_agreement_by_unit(
@@ -131,34 +191,39 @@ def pairwise_agreement_by_unit(
     """Return per unit key the agreeing and compared vote pairs under S1 and S2.
 
     Columns: key, agree_s1, total_s1, agree_s2, total_s2; one row per key with at least one S1
-    comparison. Definitions as :func:`pairwise_agreement` (Zheng et al. 2023, Table 2).
+    comparison, sorted by key (in order of first appearance when keys do not sort).
+    Definitions as :func:`pairwise_agreement` (Zheng et al. 2023, Table 2).
+
+    Computed from per-key label counts rather than by listing vote pairs: on a key with label
+    counts ``c_A, c_B, c_tie`` (``n`` votes), agreeing pairs within one source number
+    ``sum_l c_l (c_l - 1) / 2`` of ``n (n - 1) / 2``, less the pairs of one rater's own votes;
+    across two sources ``sum_l c_l d_l`` of ``n m``. S2 uses the A and B counts only.
     """
     if level not in ("vote", "majority"):
         raise ValueError("level must be 'vote' or 'majority'")
-    x = _normalise(votes, key, label, rater)
-    y = None if other is None else _normalise(other, key, label, rater)
-    if level == "majority":
-        if y is None:
-            raise ValueError("majority level compares two sources; pass `other`")
-        x, y = _majority(x), _majority(y)
-
-    def compare(decisive_only: bool) -> pd.DataFrame:
-        fx = x[x["label"] != "tie"] if decisive_only else x
-        if y is None:
-            return _pairs_within(fx)
-        fy = y[y["label"] != "tie"] if decisive_only else y
-        return _pairs_across(fx, fy)
-
-    s1, s2 = compare(False), compare(True)
-    s1 = s1[s1["total"] > 0]
-    s2 = s2.reindex(s1.index, fill_value=0)
+    _check_columns(votes, key, label, rater)
+    if other is not None:
+        _check_columns(other, key, label, rater)
+    frames = [votes] if other is None else [votes, other]
+    coded, key_values = _encode_sources(frames, key, label, rater)
+    n_keys = len(key_values)
+    if level == "majority" and other is None:
+        raise ValueError("majority level compares two sources; pass `other`")
+    if other is None:
+        agree_s1, total_s1, agree_s2, total_s2 = _within(coded[0], n_keys)
+    else:
+        cx, cy = _counts(coded[0], n_keys), _counts(coded[1], n_keys)
+        if level == "majority":
+            cx, cy = _majority_counts(cx), _majority_counts(cy)
+        agree_s1, total_s1, agree_s2, total_s2 = _across(cx, cy)
+    keep = total_s1 > 0
     out = pd.DataFrame(
         {
-            "key": s1.index.to_numpy(),
-            "agree_s1": s1["agree"].to_numpy(),
-            "total_s1": s1["total"].to_numpy(),
-            "agree_s2": s2["agree"].to_numpy(),
-            "total_s2": s2["total"].to_numpy(),
+            "key": key_values[keep],
+            "agree_s1": agree_s1[keep],
+            "total_s1": total_s1[keep],
+            "agree_s2": agree_s2[keep],
+            "total_s2": total_s2[keep],
         },
         columns=_COLUMNS,
     )
@@ -212,13 +277,19 @@ def bootstrap_agreement_ci(
 ) -> AgreementInterval:
     """Return the pooled agreement ``sum(agree) / sum(total)`` and a bootstrap interval over units.
 
-    Each round draws the units (one entry of ``agree``/``total`` per unit, e.g. the columns of
-    :func:`pairwise_agreement_by_unit`) with replacement, ``rng = numpy.random.default_rng(seed)``
-    and one ``rng.integers(0, n_units, n_units)`` per round, and recomputes the pooled rate;
-    the interval is the percentile interval of those rates (linear interpolation).
-    Resampling units rather than vote pairs keeps the votes of one unit together, since they are
-    not independent. Source: B. Efron & R. Tibshirani (1993), "An Introduction to the Bootstrap",
-    ch. 13 (percentile interval).
+    Each round draws n units (one entry of ``agree``/``total`` per unit, e.g. the columns of
+    :func:`pairwise_agreement_by_unit`) with replacement and recomputes the pooled rate; the
+    interval is the percentile interval of those rates (linear interpolation). Resampling units
+    rather than vote pairs keeps the votes of one unit together, since they are not independent.
+    Source: B. Efron & R. Tibshirani (1993), "An Introduction to the Bootstrap", ch. 13
+    (percentile interval).
+
+    Units with the same ``(agree, total)`` are interchangeable, so a round is drawn as how many
+    times each distinct ``(agree, total)`` is picked: with ``u_j`` the distinct pairs (sorted)
+    and ``c_j`` how many units have them, ``rng = numpy.random.default_rng(seed)`` and
+    ``w = rng.multinomial(n, c / n, size=rounds)``; round ``r``'s rate is
+    ``sum_j w_rj agree_j / sum_j w_rj total_j``. This is the distribution of drawing n units
+    uniformly with replacement, at a cost that does not grow with the number of units.
 
     Degenerate input: with no comparisons at all, every field is NaN; a round whose sample holds
     no comparisons is skipped in the percentiles.
@@ -234,12 +305,23 @@ def bootstrap_agreement_ci(
     n = a.size
     if n == 0 or t.sum() == 0:
         return AgreementInterval(math.nan, math.nan, math.nan, confidence, rounds, seed, n)
+    whole = (a >= 0).all() and (t >= 0).all() and (a % 1 == 0).all() and (t % 1 == 0).all()
+    if whole and max(a.max(), t.max()) < 2**26:
+        # Whole counts: one integer per (agree, total), which sorts as the pairs do.
+        width = int(t.max()) + 1
+        codes, counts = np.unique(
+            a.astype(np.int64) * width + t.astype(np.int64), return_counts=True
+        )
+        distinct = np.stack([codes // width, codes % width], axis=1).astype(np.float64)
+    else:
+        distinct, counts = np.unique(np.stack([a, t], axis=1), axis=0, return_counts=True)
     rng = np.random.default_rng(seed)
-    rates = np.empty(rounds)
-    for r in range(rounds):
-        idx = rng.integers(0, n, n)
-        sampled_total = t[idx].sum()
-        rates[r] = a[idx].sum() / sampled_total if sampled_total else math.nan
+    weights = rng.multinomial(n, counts / n, size=rounds).astype(np.float64)
+    # Sums of whole numbers below 2**53: exact in float64, whatever the order of summation.
+    sampled_agree = weights @ distinct[:, 0]
+    sampled_total = weights @ distinct[:, 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(sampled_total > 0, sampled_agree / sampled_total, math.nan)
     tail = (1.0 - confidence) / 2.0
     lower, upper = np.nanquantile(rates, [tail, 1.0 - tail])
     return AgreementInterval(

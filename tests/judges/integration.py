@@ -90,8 +90,9 @@ def worker_start(
     pool: str = "solo",
     concurrency: int = 1,
     env: dict[str, str] | None = None,
+    queues: str = "llm_judge",
 ) -> WorkerProcess:
-    """Start `celery -A config worker -Q llm_judge` and wait until it says it is ready."""
+    """Start `celery -A config worker -Q <queues>` and wait until it says it is ready."""
     log = tmp_path / f"{name}.log"
     command = [
         sys.executable,
@@ -101,7 +102,7 @@ def worker_start(
         "config",
         "worker",
         "-Q",
-        "llm_judge",
+        queues,
         f"--pool={pool}",
         f"--concurrency={concurrency}",
         "-n",
@@ -144,10 +145,10 @@ def wait_for(
         time.sleep(every)
 
 
-def broker_purge(url: str) -> None:
+def broker_purge(url: str, queue: str = "llm_judge") -> None:
     """Drop queued and unacknowledged messages a previous test left on the broker."""
     client = redis.Redis.from_url(url)
-    client.delete("llm_judge", "unacked", "unacked_index", "unacked_mutex")
+    client.delete(queue, "unacked", "unacked_index", "unacked_mutex")
     client.close()
 
 

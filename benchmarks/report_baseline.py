@@ -1,0 +1,259 @@
+"""The report's straightforward implementation, kept as the benchmark's baseline.
+
+These are the versions of the report's hot spots before they were made fast: pandas group-bys
+on string labels for agreement, one resample of unit indices per bootstrap round, online Elo fed
+from numpy-drawn blocks indexing three arrays of the battles' length, a dictionary lookup per
+battle, a pivot table for flip rates. `baseline()` swaps them in, so that the benchmark times the
+same report both ways in one run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from leaderboard.services import reports
+from leaderboard.stats import pairwise, ratings
+from leaderboard.stats.agreement import cohen_kappa
+from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.pairwise import LABELS, AgreementInterval, Level
+from leaderboard.stats.proportion import wilson_interval
+
+_COLUMNS = ["key", "agree_s1", "total_s1", "agree_s2", "total_s2"]
+
+
+def _normalise(votes: pd.DataFrame, key: str, label: str, rater: str) -> pd.DataFrame:
+    missing = {key, label, rater} - set(votes.columns)
+    if missing:
+        raise ValueError(f"votes lack the columns {sorted(missing)}")
+    frame = pd.DataFrame(
+        {
+            "key": votes[key].to_numpy(),
+            "label": votes[label].to_numpy(),
+            "rater": votes[rater].to_numpy(),
+        }
+    )
+    unknown = set(frame["label"].unique().tolist()) - set(LABELS)
+    if unknown:
+        raise ValueError(f"labels must be in {LABELS}; found {sorted(map(str, unknown))}")
+    return frame
+
+
+def _label_counts(frame: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    counts = frame.groupby([*index, "label"], sort=False).size().unstack("label", fill_value=0)
+    return counts.reindex(columns=list(LABELS), fill_value=0)
+
+
+def _pairs_within(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per key: unordered pairs of votes by different raters, and how many of them agree."""
+    if frame.empty:
+        return pd.DataFrame({"agree": [], "total": []}, dtype=np.int64)
+    by_key = _label_counts(frame, ["key"])
+    by_rater = _label_counts(frame, ["key", "rater"])
+    n_key = by_key.sum(axis=1)
+    n_rater = by_rater.sum(axis=1)
+    # All pairs on a key, minus the pairs whose two votes come from the same rater.
+    total = n_key * (n_key - 1) // 2
+    agree = (by_key * (by_key - 1) // 2).sum(axis=1)
+    same_total = (n_rater * (n_rater - 1) // 2).groupby(level="key", sort=False).sum()
+    same_agree = (by_rater * (by_rater - 1) // 2).sum(axis=1).groupby(level="key", sort=False).sum()
+    out = pd.DataFrame({"agree": agree - same_agree, "total": total - same_total})
+    return out.astype(np.int64)
+
+
+def _pairs_across(x: pd.DataFrame, y: pd.DataFrame) -> pd.DataFrame:
+    """Per key present in both: every vote of x against every vote of y."""
+    if x.empty or y.empty:
+        return pd.DataFrame({"agree": [], "total": []}, dtype=np.int64)
+    cx = _label_counts(x, ["key"])
+    cy = _label_counts(y, ["key"])
+    cx, cy = cx.align(cy, join="inner", axis=0)
+    agree = (cx * cy).sum(axis=1)
+    total = cx.sum(axis=1) * cy.sum(axis=1)
+    return pd.DataFrame({"agree": agree, "total": total}).astype(np.int64)
+
+
+def _majority(frame: pd.DataFrame) -> pd.DataFrame:
+    counts = _label_counts(frame, ["key"])
+    values = counts.to_numpy()
+    top = values.max(axis=1, keepdims=True)
+    unique_top = (values == top).sum(axis=1) == 1
+    winner = np.array(LABELS, dtype=object)[values.argmax(axis=1)]
+    label = np.where(unique_top, winner, "tie")
+    return pd.DataFrame({"key": counts.index.to_numpy(), "label": label, "rater": "majority"})
+
+
+def pairwise_agreement_by_unit(
+    votes: pd.DataFrame,
+    other: pd.DataFrame | None = None,
+    *,
+    level: Level = "vote",
+    key: str = "key",
+    label: str = "label",
+    rater: str = "rater",
+) -> pd.DataFrame:
+    """Return per unit key the agreeing and compared vote pairs under S1 and S2.
+
+    Columns: key, agree_s1, total_s1, agree_s2, total_s2; one row per key with at least one S1
+    comparison. Definitions as :func:`pairwise_agreement` (Zheng et al. 2023, Table 2).
+    """
+    if level not in ("vote", "majority"):
+        raise ValueError("level must be 'vote' or 'majority'")
+    x = _normalise(votes, key, label, rater)
+    y = None if other is None else _normalise(other, key, label, rater)
+    if level == "majority":
+        if y is None:
+            raise ValueError("majority level compares two sources; pass `other`")
+        x, y = _majority(x), _majority(y)
+
+    def compare(decisive_only: bool) -> pd.DataFrame:
+        fx = x[x["label"] != "tie"] if decisive_only else x
+        if y is None:
+            return _pairs_within(fx)
+        fy = y[y["label"] != "tie"] if decisive_only else y
+        return _pairs_across(fx, fy)
+
+    s1, s2 = compare(False), compare(True)
+    s1 = s1[s1["total"] > 0]
+    s2 = s2.reindex(s1.index, fill_value=0)
+    out = pd.DataFrame(
+        {
+            "key": s1.index.to_numpy(),
+            "agree_s1": s1["agree"].to_numpy(),
+            "total_s1": s1["total"].to_numpy(),
+            "agree_s2": s2["agree"].to_numpy(),
+            "total_s2": s2["total"].to_numpy(),
+        },
+        columns=_COLUMNS,
+    )
+    return out.astype({c: np.int64 for c in _COLUMNS[1:]})
+
+
+def bootstrap_agreement_ci(
+    agree: Any, total: Any, *, rounds: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> AgreementInterval:
+    """One resample of unit indices per round."""
+    a = np.asarray(agree, dtype=np.float64)
+    t = np.asarray(total, dtype=np.float64)
+    n = a.size
+    if n == 0 or t.sum() == 0:
+        return AgreementInterval(math.nan, math.nan, math.nan, confidence, rounds, seed, n)
+    rng = np.random.default_rng(seed)
+    rates = np.empty(rounds)
+    for r in range(rounds):
+        idx = rng.integers(0, n, n)
+        sampled_total = t[idx].sum()
+        rates[r] = a[idx].sum() / sampled_total if sampled_total else math.nan
+    tail = (1.0 - confidence) / 2.0
+    lower, upper = np.nanquantile(rates, [tail, 1.0 - tail])
+    return AgreementInterval(
+        float(a.sum() / t.sum()), float(lower), float(upper), confidence, rounds, seed, n
+    )
+
+
+def _encode(battles: pd.DataFrame) -> ratings._Encoded:
+    """A dictionary lookup per battle."""
+    winners = battles["winner"].astype(object)
+    model_a = battles["model_a"].astype(str).to_numpy()
+    model_b = battles["model_b"].astype(str).to_numpy()
+    models = sorted(set(model_a.tolist()) | set(model_b.tolist()))
+    code = {m: i for i, m in enumerate(models)}
+    return ratings._Encoded(
+        models=models,
+        a=np.fromiter((code[m] for m in model_a), dtype=np.intp, count=len(model_a)),
+        b=np.fromiter((code[m] for m in model_b), dtype=np.intp, count=len(model_b)),
+        score_a=winners.map(ratings._SCORE_A).to_numpy(dtype=np.float64),
+    )
+
+
+def _elo_bootstrap_blocks(
+    enc: ratings._Encoded,
+    rng: np.random.Generator,
+    block_rows: int,
+    rounds: int,
+    k: float,
+    scale: float,
+    base: float,
+) -> tuple[Any, Any]:
+    """Blocks drawn by numpy, played by the per-battle compiled loop over three arrays."""
+    n = len(enc.a)
+    blocks = (
+        rng.integers(0, n, size=(min(block_rows, n - s), rounds)) for s in range(0, n, block_rows)
+    )
+    return ratings._elo_compiled(enc, blocks, rounds, k, scale, base)
+
+
+def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
+    rows = frame if ties else frame[frame["label"] != "tie"]
+    winner = rows["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"})
+    return pd.DataFrame(
+        {
+            "model_a": rows["system_a"].to_numpy(),
+            "model_b": rows["system_b"].to_numpy(),
+            "winner": winner.to_numpy(),
+        }
+    )
+
+
+def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, Any]:
+    ordered = calls[calls["order"].isin(["ab", "ba"])]
+    shown = ordered.dropna(subset=["likert_shown"])
+    histogram = None
+    if not shown.empty:
+        histogram = position_bias(
+            shown["likert_shown"].astype(int).to_numpy(), confidence=confidence
+        ).histogram
+    decisive = ordered[ordered["label"] != "tie"]
+    first_label = np.where(decisive["order"] == "ab", "A", "B")
+    first = int((decisive["label"].to_numpy() == first_label).sum())
+    wide = ordered.pivot_table(
+        index="pair_id", columns="order", values="label", aggfunc="first"
+    ).dropna()
+    flips = None
+    if {"ab", "ba"} <= set(wide.columns) and len(wide):
+        flips = flip_rate(wide["ab"].to_numpy(), wide["ba"].to_numpy(), confidence=confidence)
+    return {
+        "histogram": histogram,
+        "prefers_first": wilson_interval(first, len(decisive), confidence),
+        "flip_rate": flips,
+        "calls_with_order": len(ordered),
+    }
+
+
+def _cohen_kappa(
+    rater_a: Any, rater_b: Any, weights: Any = None, *, categories: Any = None
+) -> float:
+    """A dictionary lookup per item before the table is counted."""
+    cats = list(categories)
+    index = {c: i for i, c in enumerate(cats)}
+    a = np.array([index[x] for x in np.asarray(rater_a, dtype=object).tolist()])
+    b = np.array([index[x] for x in np.asarray(rater_b, dtype=object).tolist()])
+    return cohen_kappa(a, b, weights, categories=list(range(len(cats))))
+
+
+@contextmanager
+def baseline() -> Iterator[None]:
+    """Run the report with the straightforward implementations swapped in."""
+    swaps: list[tuple[Any, str, Any]] = [
+        (pairwise, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
+        (reports, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
+        (reports, "bootstrap_agreement_ci", bootstrap_agreement_ci),
+        (ratings, "_encode", _encode),
+        (ratings, "_elo_bootstrap_fused", _elo_bootstrap_blocks),
+        (reports, "_battles", _battles),
+        (reports, "_judge_position_bias", _judge_position_bias),
+        (reports, "cohen_kappa", _cohen_kappa),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    try:
+        for module, name, replacement in swaps:
+            setattr(module, name, replacement)
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)

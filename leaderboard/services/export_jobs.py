@@ -1,0 +1,216 @@
+"""Background exports: a study's rows or report written to a file by a Celery worker.
+
+A researcher asks for an export (`export_job_request`); a job row is created and the task
+`leaderboard.export_build` is queued after commit on the analysis queue. The worker calls
+`export_job_build`, which claims the job with a conditional UPDATE (pending or running ->
+running), writes the file in chunks to a temporary name, renames it into place and marks the
+job done (running -> done). A redelivered task finds the job done or failed and does nothing; a
+task redelivered after its worker died finds it running and builds it again from the start,
+over the same temporary name.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.models import Study
+from config.celery import app as celery_app
+from config.queues import Queue
+from judges.services.queueing import BrokerUnavailable, broker_check
+from leaderboard.models import ExportJob
+from leaderboard.selectors import EXPORT_TABLES, study_export_chunks, study_export_count
+from leaderboard.services.exports import arrow_schema, frame_records
+from leaderboard.services.reports import agreement_report_snapshot, report_flatten
+
+TASK_EXPORT_BUILD = "leaderboard.export_build"
+# Rows read from the database, and written as one Parquet row group, at a time.
+EXPORT_CHUNK_ROWS = 50_000
+
+
+def exports_dir() -> Path:
+    """Where export files live: settings.CONCORD_VAR_DIR / "exports"."""
+    return Path(settings.CONCORD_VAR_DIR) / "exports"
+
+
+def export_sync_max_rows() -> int:
+    """Tables with more rows than this are exported in the background only."""
+    return int(settings.CONCORD_EXPORT_SYNC_MAX_ROWS)
+
+
+def export_needs_job(*, study: Study, kind: str) -> bool:
+    """Whether a download of this table is too big to build inside a web request."""
+    if kind not in EXPORT_TABLES:
+        return False
+    return study_export_count(study=study, table=kind) > export_sync_max_rows()
+
+
+def _enqueue(job_id: int) -> None:
+    try:
+        celery_app.send_task(
+            TASK_EXPORT_BUILD,
+            args=[job_id],
+            queue=Queue.ANALYSIS.value,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure to publish means the same thing
+        message = f"could not queue the export: the Celery broker does not answer ({exc})"
+        ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.PENDING).update(
+            status=ExportJob.Status.FAILED, error=message, finished_at=timezone.now()
+        )
+        raise BrokerUnavailable(message + ". Nothing was queued; try again later.") from exc
+
+
+def export_job_request(*, study: Study, user: User, kind: str, fmt: str) -> ExportJob:
+    """Create a pending export job and queue its build after commit.
+
+    Raise ValidationError for an unknown kind or format, BrokerUnavailable when the broker does
+    not answer (checked before anything is written; if publishing still fails after commit, the
+    job is marked failed with that error). The caller checks that the user may read the study.
+    """
+    errors = {}
+    if kind not in ExportJob.Kind.values:
+        errors["kind"] = f"kind must be one of {sorted(ExportJob.Kind.values)}, not {kind!r}"
+    if fmt not in ExportJob.Format.values:
+        errors["format"] = f"format must be one of {sorted(ExportJob.Format.values)}, not {fmt!r}"
+    if errors:
+        raise ValidationError(errors)
+    broker_check()
+    with transaction.atomic():
+        job = ExportJob.objects.create(study=study, requested_by=user, kind=kind, format=fmt)
+        job_id = job.pk
+        transaction.on_commit(lambda: _enqueue(job_id))
+    return job
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    """What one build attempt did: `built` is False when the job was already finished."""
+
+    status: str
+    built: bool
+    rows: int | None = None
+
+
+def _claim(job_id: int) -> bool:
+    """pending/running -> running; False when the job is done, failed or gone."""
+    changed = ExportJob.objects.filter(
+        pk=job_id, status__in=[ExportJob.Status.PENDING, ExportJob.Status.RUNNING]
+    ).update(status=ExportJob.Status.RUNNING, started_at=timezone.now(), error="")
+    return changed == 1
+
+
+def export_job_build(*, job_id: int) -> ExportOutcome:
+    """Build the job's file; do nothing when the job is already done or failed.
+
+    Takes no lock: the claim and the completion are conditional UPDATEs on the status. The file
+    is written to a temporary name and renamed into place before the job is marked done, so a
+    done job always has its whole file.
+    """
+    if not _claim(job_id):
+        status = ExportJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+        return ExportOutcome(status=str(status or "missing"), built=False)
+    job = ExportJob.objects.select_related("study").get(pk=job_id)
+    folder = exports_dir()
+    name = f"{job.study.slug}-{job.kind}-{secrets.token_urlsafe(16)}.{job.format}"
+    partial = folder / f".{job.public_id}.partial"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with partial.open("wb") as out:
+            rows = _write(job, out)
+        partial.replace(folder / name)
+    except Exception as exc:
+        if partial.parent.is_dir():
+            partial.unlink(missing_ok=True)
+        ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.RUNNING).update(
+            status=ExportJob.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            finished_at=timezone.now(),
+        )
+        raise
+    finished = ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.RUNNING).update(
+        status=ExportJob.Status.DONE, file_name=name, rows=rows, finished_at=timezone.now()
+    )
+    if not finished:
+        # Another delivery finished it first; keep its file, drop ours.
+        (folder / name).unlink(missing_ok=True)
+        return ExportOutcome(status=ExportJob.Status.DONE, built=False)
+    return ExportOutcome(status=ExportJob.Status.DONE, built=True, rows=rows)
+
+
+def _chunks(job: ExportJob) -> Iterator[pd.DataFrame]:
+    if job.kind == ExportJob.Kind.REPORT:
+        payload = agreement_report_snapshot(study=job.study).payload
+        yield pd.DataFrame(
+            [(path, json.dumps(value)) for path, value in report_flatten(payload)],
+            columns=["path", "value"],
+        )
+        return
+    yield from study_export_chunks(study=job.study, table=job.kind, chunk_rows=EXPORT_CHUNK_ROWS)
+
+
+def _columns(job: ExportJob) -> list[str]:
+    if job.kind == ExportJob.Kind.REPORT:
+        return ["path", "value"]
+    return [column for _, column in EXPORT_TABLES[job.kind]]
+
+
+def _write(job: ExportJob, out: IO[bytes]) -> int:
+    """Write the job's rows chunk by chunk; return how many rows were written."""
+    columns = _columns(job)
+    if job.format == ExportJob.Format.PARQUET:
+        return _write_parquet(_chunks(job), columns, out)
+    rows = 0
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="")
+    if job.format == ExportJob.Format.CSV:
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(columns)
+        for frame in _chunks(job):
+            # pandas writes the cells as the small synchronous export does.
+            text.write(frame.to_csv(index=False, header=False, lineterminator="\n"))
+            rows += len(frame)
+    else:
+        for frame in _chunks(job):
+            for line in frame_records(frame):
+                text.write(line + "\n")
+            rows += len(frame)
+    text.flush()
+    text.detach()
+    return rows
+
+
+def _write_parquet(frames: Iterable[pd.DataFrame], columns: list[str], out: IO[bytes]) -> int:
+    schema = arrow_schema(columns)
+    rows = 0
+    with pq.ParquetWriter(out, schema) as writer:
+        for frame in frames:
+            # One row group per chunk.
+            writer.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+            rows += len(frame)
+    return rows
+
+
+def export_job_file(*, job: ExportJob) -> Path:
+    """The finished job's file; FileNotFoundError when the job is not done or the file is gone."""
+    if job.status != ExportJob.Status.DONE or not job.file_name:
+        raise FileNotFoundError(f"export {job.public_id} is {job.status}, not done")
+    path = exports_dir() / job.file_name
+    if not path.is_file():
+        raise FileNotFoundError(f"the file of export {job.public_id} is gone")
+    return path

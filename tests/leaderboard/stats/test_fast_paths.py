@@ -1,0 +1,110 @@
+"""The fast paths of the statistics give the numbers of the straightforward computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from leaderboard.stats import ratings
+from leaderboard.stats.pairwise import bootstrap_agreement_ci
+from leaderboard.stats.ratings import bootstrap_battle_indices, elo_bootstrap
+
+
+def random_battles(seed: int, n: int, models: int = 5) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    names = np.array([f"m{i}" for i in range(models)], dtype=object)
+    a = rng.integers(0, models, n)
+    b = (a + rng.integers(1, models, n)) % models
+    winner = np.array(["model_a", "model_b", "tie"], dtype=object)[rng.integers(0, 3, n)]
+    return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
+
+
+def elo_by_loops(battles: pd.DataFrame, rounds: int, seed: int) -> pd.DataFrame:
+    """The LMSYS procedure written out: replay each round's bootstrap sample with online Elo."""
+    draws = bootstrap_battle_indices(len(battles), rounds, seed)
+    rows = list(battles.itertuples(index=False))
+    models = sorted(set(battles["model_a"]) | set(battles["model_b"]))
+    per_round = []
+    for r in range(rounds):
+        rating: dict[str, float] = {}
+        for i in draws[r]:
+            a, b, winner = rows[i]
+            ra, rb = rating.get(a, 0.0), rating.get(b, 0.0)
+            score = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[winner]
+            delta = 4.0 * (score - 1.0 / (1.0 + np.exp((rb - ra) * (math.log(10.0) / 400.0))))
+            rating[a], rating[b] = ra + delta, rb - delta
+        per_round.append([rating[m] + 1000.0 if m in rating else np.nan for m in models])
+    lower, median, upper = np.nanquantile(np.array(per_round), [0.025, 0.5, 0.975], axis=0)
+    frame = pd.DataFrame({"model": models, "rating": median, "lower": lower, "upper": upper})
+    return frame.sort_values(["rating", "model"], ascending=[False, True]).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_elo_bootstrap_equals_the_procedure_written_as_loops(seed: int) -> None:
+    battles = random_battles(seed, 300)
+
+    fast = elo_bootstrap(battles, rounds=20, seed=seed)
+
+    pd.testing.assert_frame_equal(fast, elo_by_loops(battles, 20, seed), check_exact=False)
+
+
+def test_compiled_elo_bootstrap_equals_the_numpy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    battles = random_battles(7, 2000, models=8)
+    # Small blocks, so that the draws span many blocks and refills of the word stream.
+    monkeypatch.setattr(ratings, "_BLOCK_CELLS", 997)
+    fast = elo_bootstrap(battles, rounds=30, seed=11)
+    monkeypatch.setattr(ratings, "_ENGINE", "numpy")
+
+    pd.testing.assert_frame_equal(fast, elo_bootstrap(battles, rounds=30, seed=11))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1000, 600_001, 2**31 + 7, 2**32 - 2])
+def test_bounded_draws_from_raw_words_equal_numpys_integers(n: int) -> None:
+    fill = ratings._bounded_fill_compiled
+    assert fill is not None
+    expected_rng, raw_rng = np.random.default_rng(n), np.random.default_rng(n)
+    expected = [expected_rng.integers(0, n, size=(50, 7)) for _ in range(3)]
+    stream = raw_rng.bit_generator.random_raw(2000).view(np.uint32)
+    pos = 0
+    for block in expected:
+        got = np.empty_like(block)
+        pos = fill(stream, pos, n, got)
+        assert pos > 0
+        np.testing.assert_array_equal(got, block)
+
+
+def test_agreement_interval_equals_resampling_unit_types_by_loops() -> None:
+    rng = np.random.default_rng(3)
+    total = rng.integers(0, 7, 500)
+    agree = rng.binomial(total, 0.6)
+
+    fast = bootstrap_agreement_ci(agree, total, rounds=200, seed=8)
+
+    types = sorted(set(zip(agree.tolist(), total.tolist(), strict=True)))
+    counts = [sum(1 for u in zip(agree, total, strict=True) if tuple(u) == t) for t in types]
+    draws = np.random.default_rng(8).multinomial(500, np.array(counts) / 500, size=200)
+    rates = []
+    for row in draws:
+        picked_total = sum(int(w) * t for w, (_, t) in zip(row, types, strict=True))
+        picked_agree = sum(int(w) * a for w, (a, _) in zip(row, types, strict=True))
+        rates.append(picked_agree / picked_total if picked_total else math.nan)
+    lower, upper = np.nanquantile(rates, [0.025, 0.975])
+    assert (fast.lower, fast.upper) == (lower, upper)
+    assert fast.rate == agree.sum() / total.sum()
+
+
+def test_agreement_interval_matches_resampling_units_one_by_one_in_distribution() -> None:
+    rng = np.random.default_rng(4)
+    total = rng.integers(1, 6, 400)
+    agree = rng.binomial(total, 0.7)
+    draws = np.random.default_rng(1).integers(0, 400, size=(4000, 400))
+    rates = agree[draws].sum(axis=1) / total[draws].sum(axis=1)
+
+    fast = bootstrap_agreement_ci(agree, total, rounds=4000, seed=2)
+
+    by_units = np.quantile(rates, [0.025, 0.975])
+    assert fast.lower == pytest.approx(by_units[0], abs=0.004)
+    assert fast.upper == pytest.approx(by_units[1], abs=0.004)

@@ -1,0 +1,79 @@
+"""The fast report equals the straightforward one on a random small study.
+
+The straightforward implementations are the benchmark's baseline (benchmarks/report_baseline.py);
+only the agreement intervals may differ, their bootstrap drawing unit types instead of unit
+indices (same distribution, different draws).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from annotation.models import Study
+from benchmarks.report_baseline import baseline
+from leaderboard.services.reports import ReportParams, agreement_report_build
+from tests.leaderboard.conftest import run_import, write_jsonl
+
+MODELS = ["alpaca-13b", "claude-v1", "gpt-3.5-turbo", "gpt-4", "llama-13b"]
+
+
+def random_study_files(tmp_path: Path, seed: int) -> dict[str, Path]:
+    rng = np.random.default_rng(seed)
+    questions = [
+        {"question_id": q, "category": ["writing", "math", "coding"][q % 3], "turns": ["a", "b"]}
+        for q in range(1, 9)
+    ]
+    human, gpt4 = [], []
+    for q in range(1, 9):
+        for turn in (1, 2):
+            combos = [(a, b) for a in range(len(MODELS)) for b in range(a + 1, len(MODELS))]
+            for index in rng.choice(len(combos), 3, replace=False):
+                a, b = combos[index] if rng.random() < 0.5 else combos[index][::-1]
+                pair = {"question_id": q, "turn": turn, "model_a": MODELS[a], "model_b": MODELS[b]}
+                for rater in rng.choice(6, int(rng.integers(1, 5)), replace=False):
+                    human.append(
+                        pair
+                        | {
+                            "winner": str(rng.choice(["model_a", "model_b", "tie"])),
+                            "judge": f"expert_{rater}",
+                        }
+                    )
+                verdict = rng.choice(["model_a", "model_b", "tie", "tie (inconsistent)"])
+                gpt4.append(pair | {"winner": str(verdict), "judge": "gpt4_pair"})
+    return {
+        "questions": write_jsonl(tmp_path / "q.jsonl", questions),
+        "human": write_jsonl(tmp_path / "human.jsonl", human),
+        "gpt4": write_jsonl(tmp_path / "gpt4.jsonl", gpt4),
+    }
+
+
+def without_intervals(report: Any) -> Any:
+    if isinstance(report, dict):
+        return {k: without_intervals(v) for k, v in report.items() if k != "ci"}
+    if isinstance(report, list):
+        return [without_intervals(v) for v in report]
+    return report
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_fast_report_equals_the_straightforward_one_on_a_random_study(
+    db: None, tmp_path: Path, seed: int
+) -> None:
+    run_import(random_study_files(tmp_path, seed))
+    study = Study.objects.get(slug="mt-bench")
+    params = ReportParams(seed=seed, ci_rounds=200, elo_rounds=30, bt_rounds=10)
+
+    fast = agreement_report_build(study=study, params=params)
+    with baseline():
+        slow = agreement_report_build(study=study, params=params)
+
+    assert fast["counts"]["human_votes"] > 50
+    assert without_intervals(fast) == without_intervals(slow)
+    ci, slow_ci = fast["human_vs_human"]["ci"], slow["human_vs_human"]["ci"]
+    assert ci["units"] == slow_ci["units"]
+    for name in ("with_ties", "without_ties"):
+        assert ci[name]["lower"] <= fast["human_vs_human"][name]["rate"] <= ci[name]["upper"]
