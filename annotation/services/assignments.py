@@ -5,6 +5,10 @@ not expired) are fewer than the study's overlap. Taken slots are counted from th
 each time, never kept as a counter. Claimers lock the pair row before they count, so two workers
 can never both take the last slot; on PostgreSQL they lock with SKIP LOCKED and so never wait on
 each other, falling back to waiting only when every open pair they could take is locked.
+
+PostgreSQL claims in three raw-SQL statements (see the notes above _PG_WORKER_LOCK for the locks
+they take): the ORM would need six or more round trips per claim. SQLite (the demo) uses the ORM
+path below, unchanged.
 """
 
 from __future__ import annotations
