@@ -98,3 +98,27 @@ def test_five_workers_at_once_on_three_pairs_get_different_pairs_or_no_work() ->
     got = [pair_id for pair_id in results if pair_id is not None]
     assert len(got) == 3 and len(set(got)) == 3
     assert results.count(None) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_of_one_worker_at_once_get_the_same_reservation() -> None:
+    study = live_study("double-click", overlap=3)
+    make_pairs(study, 20)
+    worker = make_worker(study, "w0")
+    for _ in range(5):
+        start = threading.Barrier(2)
+
+        def claim_once(start: threading.Barrier = start) -> int:
+            start.wait()
+            assignment = assignment_claim_next(worker=worker)
+            assert assignment is not None
+            return assignment.pk
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(in_own_connection(claim_once)) for _ in range(2)]
+            first, second = (future.result(timeout=60) for future in futures)
+
+        assert first == second
+        held = Assignment.objects.filter(worker=worker, status=Assignment.Status.RESERVED)
+        assert list(held.values_list("pk", flat=True)) == [first]
+        held.update(status=Assignment.Status.SUBMITTED)
