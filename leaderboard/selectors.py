@@ -123,7 +123,7 @@ def study_raters_resolve(*, study: Study, raters: RaterSet | None) -> RaterSet:
     return "experts" if has_experts else "all"
 
 
-def _frame(
+def frame_read(
     qs: QuerySet[Model],
     fields: Sequence[str],
     columns: Sequence[str],
@@ -162,7 +162,8 @@ def _frame(
         with connection.cursor() as cursor:
             cursor.execute(aggregate, params)
             csv_text = cursor.fetchone()[0] or ""
-        frame = _read_csv(csv_text, columns, text=text, flags=flags)
+        # Text cells come back as Python strings already ("" for empty): no conversion.
+        return _read_csv(csv_text, columns, text=text, flags=flags)
     for column in text:
         frame[column] = frame[column].fillna("").astype(str).astype(object)
     return frame
@@ -177,7 +178,9 @@ def _read_csv(
         io.StringIO(csv_text),
         names=list(columns),
         header=None,
-        dtype={c: str for c in text} | {c: str for c in flags},
+        # object, not str: pandas' str dtype would store them in Arrow and converting them back
+        # to Python strings costs more than parsing them.
+        dtype={c: object for c in text} | {c: object for c in flags},
         keep_default_na=False,
         na_values={c: [""] for c in columns if c not in text},
     )
@@ -206,7 +209,7 @@ def _pair_q(filters: VoteFilters, prefix: str = "") -> Q:
 def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     """The study's pairs (agreement units) that pass the filters, with their systems."""
     qs = Pair.objects.filter(_pair_q(filters), study=study)
-    frame = _frame(
+    frame = frame_read(
         qs,
         (
             "id",
@@ -268,7 +271,7 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
     )
     if raters == "experts":
         qs = qs.filter(worker__external_id__startswith=EXPERT_PREFIX)
-    frame = _frame(
+    frame = frame_read(
         qs,
         (
             "id",
@@ -294,7 +297,7 @@ def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.
     qs = JudgeCall.objects.filter(
         _pair_q(filters, "pair__"), run_id__in=run_ids, status=JudgeCall.Status.DONE
     ).exclude(preference="")
-    frame = _frame(
+    frame = frame_read(
         qs,
         ("pair_id", "run_id", "order", "preference", "likert", "likert_shown", "verdict_label"),
         CALL_COLUMNS,
@@ -313,14 +316,45 @@ def judge_votes_combine(calls: pd.DataFrame) -> pd.DataFrame:
     """
     if calls.empty:
         return pd.DataFrame(columns=["run_id", "pair_id", "label", "likert"])
-    ordered = calls.sort_values(["run_id", "pair_id", "order"], kind="stable")
-    grouped = ordered.groupby(["run_id", "pair_id"], sort=True)
-    first_label = grouped["label"].first()
-    n_labels = grouped["label"].nunique()
-    label = first_label.where(n_labels == 1, "tie")
-    likert = grouped["likert"].mean()
-    out = pd.DataFrame({"label": label, "likert": likert}).reset_index()
-    return out
+    return _combine_sorted(calls_sort(calls))
+
+
+def _combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
+    """:func:`judge_votes_combine` on calls already in :func:`calls_sort`'s order."""
+    run_ids = ordered["run_id"].to_numpy()
+    pair_ids = ordered["pair_id"].to_numpy()
+    # Groups are runs of equal (run, pair) in the sorted rows: reduced by their start offsets
+    # rather than by a group-by on the keys.
+    new_group = np.ones(len(ordered), dtype=bool)
+    new_group[1:] = (run_ids[1:] != run_ids[:-1]) | (pair_ids[1:] != pair_ids[:-1])
+    starts = np.flatnonzero(new_group)
+    labels = ordered["label"].to_numpy(dtype=object)
+    codes, _ = pd.factorize(labels)
+    agreed = np.minimum.reduceat(codes, starts) == np.maximum.reduceat(codes, starts)
+    label = np.where(agreed, labels[starts], "tie").astype(object)
+    # The mean of the scores present (NaN when none), as a group mean skips missing values.
+    likert = ordered["likert"].to_numpy(dtype=np.float64)
+    present = ~np.isnan(likert)
+    total = np.add.reduceat(np.where(present, likert, 0.0), starts)
+    count = np.add.reduceat(present.astype(np.int64), starts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / count, np.nan)
+    return pd.DataFrame(
+        {
+            "run_id": run_ids[starts],
+            "pair_id": pair_ids[starts],
+            "label": pd.Series(label, dtype=object),
+            "likert": mean,
+        }
+    )
+
+
+def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls in (run, pair, order) order, ties in their given order (a stable sort)."""
+    order_codes, _ = pd.factorize(calls["order"].to_numpy(dtype=object), sort=True)
+    # np.lexsort is stable and sorts by its last key first.
+    index = np.lexsort((order_codes, calls["pair_id"].to_numpy(), calls["run_id"].to_numpy()))
+    return calls.take(index).reset_index(drop=True)
 
 
 def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
@@ -329,8 +363,9 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     pairs = study_pairs_frame(study=study, filters=filters)
     human = _human_frame(study=study, filters=filters, raters=raters)
     sources = study_judge_sources(study=study, filters=filters)
-    calls = _calls_frame(sources=sources, filters=filters)
-    combined = judge_votes_combine(calls)
+    # Sorted once here: the combination and the report's calls frame both want this order.
+    calls = calls_sort(_calls_frame(sources=sources, filters=filters))
+    combined = _combine_sorted(calls) if len(calls) else judge_votes_combine(calls)
     name_of_run = {s.run_id: s.name for s in sources}
     combined["source"] = combined["run_id"].map(name_of_run)
     combined["rater"] = combined["source"]
@@ -360,9 +395,7 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
         sources=sources,
         raters=raters,
         filters=filters,
-        calls=calls.sort_values(["run_id", "pair_id", "order"], kind="stable").reset_index(
-            drop=True
-        ),
+        calls=calls,
     )
 
 
@@ -535,7 +568,7 @@ def study_export_chunks(
 def _export_rows(qs: QuerySet[Any], table: str) -> pd.DataFrame:
     fields = [f for f, _ in EXPORT_TABLES[table]]
     columns = [c for _, c in EXPORT_TABLES[table]]
-    frame = _frame(
+    frame = frame_read(
         qs,
         fields,
         columns,

@@ -231,7 +231,18 @@ def _unit_scores(frame: pd.DataFrame, scale: str) -> pd.Series:
     return signs.groupby(level=0).mean()
 
 
-def _per_category(votes: StudyVotes, sources: list[str]) -> dict[str, Any]:
+def _judge_frames(
+    votes: StudyVotes, sources: list[str], frames: Mapping[str, pd.DataFrame] | None
+) -> Mapping[str, pd.DataFrame]:
+    """Each source's votes: the given frames, or selected from the judges' votes."""
+    if frames is not None:
+        return frames
+    return {s: votes.judges[votes.judges["source"] == s] for s in sources}
+
+
+def _per_category(
+    votes: StudyVotes, sources: list[str], frames: Mapping[str, pd.DataFrame] | None = None
+) -> dict[str, Any]:
     """Per category: correlation over units between the people's mean score and each judge's."""
     human, judges = votes.human, votes.judges
     has_likert = human["likert"].notna().any() and judges["likert"].notna().any()
@@ -239,9 +250,8 @@ def _per_category(votes: StudyVotes, sources: list[str]) -> dict[str, Any]:
     category_of = votes.pairs.set_index("pair_id")["category"]
     # Unit scores once per source over all units, then split by category.
     people_all = _unit_scores(human, scale)
-    judge_all = {
-        source: _unit_scores(judges[judges["source"] == source], scale) for source in sources
-    }
+    by_source = _judge_frames(votes, sources, frames)
+    judge_all = {source: _unit_scores(by_source[source], scale) for source in sources}
     people_by_category = dict(
         tuple(people_all.groupby(category_of.reindex(people_all.index).to_numpy()))
     )
@@ -317,7 +327,12 @@ def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, An
     }
 
 
-def _gold(votes: StudyVotes, sources: list[str], confidence: float) -> dict[str, Any]:
+def _gold(
+    votes: StudyVotes,
+    sources: list[str],
+    confidence: float,
+    by_source: Mapping[str, pd.DataFrame] | None = None,
+) -> dict[str, Any]:
     """Accuracy on gold pairs (the known better side), per gold kind, for people and each judge.
 
     A vote is correct when it names the gold side; a tie is never correct and is counted apart
@@ -326,7 +341,7 @@ def _gold(votes: StudyVotes, sources: list[str], confidence: float) -> dict[str,
     gold_kind = votes.pairs.set_index("pair_id")["gold_kind"]
     kinds = sorted(k for k in set(votes.pairs["gold_kind"].tolist()) if k)
     frames = {HUMAN: votes.human}
-    frames |= {s: votes.judges[votes.judges["source"] == s] for s in sources}
+    frames |= _judge_frames(votes, sources, by_source)
     out: dict[str, Any] = {}
     for source, frame in frames.items():
         on_gold = frame[frame["is_gold"]]
@@ -388,10 +403,16 @@ def _leaderboard(frame: pd.DataFrame, params: ReportParams) -> dict[str, Any]:
     }
 
 
-def _leaderboards(votes: StudyVotes, sources: list[str], params: ReportParams) -> dict[str, Any]:
+def _leaderboards(
+    votes: StudyVotes,
+    sources: list[str],
+    params: ReportParams,
+    frames: Mapping[str, pd.DataFrame] | None = None,
+) -> dict[str, Any]:
+    by_source = _judge_frames(votes, sources, frames)
     boards = {HUMAN: _leaderboard(votes.human, params)}
     for source in sources:
-        boards[source] = _leaderboard(votes.judges[votes.judges["source"] == source], params)
+        boards[source] = _leaderboard(by_source[source], params)
     ratings = {
         name: {r["model"]: r["rating"] for r in board["bradley_terry"]}
         for name, board in boards.items()
@@ -418,8 +439,10 @@ def _counts(votes: StudyVotes) -> dict[str, Any]:
 
 def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict[str, Any]:
     """Compute the report's statistics from gathered votes (no database access)."""
-    human, judges = votes.human, votes.judges
+    human = votes.human
     sources = [s.name for s in votes.sources]
+    # Each source's votes selected once, for every section below.
+    by_source = _judge_frames(votes, sources, None)
     report: dict[str, Any] = {
         "counts": _counts(votes),
         "human_vs_human": {
@@ -433,7 +456,7 @@ def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict
         "position_bias": {HUMAN: _human_position_bias(human, params.confidence)},
     }
     for source in votes.sources:
-        mine = judges[judges["source"] == source.name]
+        mine = by_source[source.name]
         calls = votes.calls[votes.calls["run_id"] == source.run_id]
         report["judges"][source.name] = {
             "judge": source.judge_name,
@@ -456,12 +479,12 @@ def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict
             {
                 "a": a,
                 "b": b,
-                **_agreement(judges[judges["source"] == a], judges[judges["source"] == b]),
+                **_agreement(by_source[a], by_source[b]),
             }
         )
-    report["per_category"] = _per_category(votes, sources)
-    report["gold"] = _gold(votes, sources, params.confidence)
-    report["leaderboards"] = _leaderboards(votes, sources, params)
+    report["per_category"] = _per_category(votes, sources, by_source)
+    report["gold"] = _gold(votes, sources, params.confidence, by_source)
+    report["leaderboards"] = _leaderboards(votes, sources, params, by_source)
     return report
 
 
