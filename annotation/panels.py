@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -32,16 +33,16 @@ class Participant:
     panel_session_id: str = ""
 
 
-class Panel:
+class Panel(ABC):
     """Base class: parse the entry parameters, and build the completion redirect."""
 
     key: ClassVar[str]
     # An invite is single-use: once bound to a browser session it never moves to another one.
     single_use: ClassVar[bool] = False
 
+    @abstractmethod
     def participant(self, *, study: Study, params: Mapping[str, str]) -> Participant:
         """Return the participant named by the entry URL, or raise EntryRefused."""
-        raise NotImplementedError
 
     def completion_url(self, *, study: Study) -> str:
         """Where to send a worker who finished; empty to show the code on the page."""

@@ -7,6 +7,7 @@ they may not read is a 404, as on the pages).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from django.db.models import QuerySet
@@ -85,12 +86,13 @@ class StudyReportApi(APIView):
         return Response(snapshot.payload)
 
 
-class _RowsApi(_SchemaSerializerMixin, APIView):
+class _RowsApi(_SchemaSerializerMixin, APIView, ABC):
     permission_classes = [IsAuthenticated]
     pagination_class = _Page
 
+    @abstractmethod
     def rows(self, study: Study) -> QuerySet[Any]:
-        raise NotImplementedError
+        """The study's rows this endpoint lists, in a stable order."""
 
     def get(self, request: Request, slug: str) -> Response:
         study = _study(request, slug)
