@@ -38,13 +38,15 @@ from config.settings.base import CELERY_BROKER_URL  # noqa: E402
 CONCORD_DEMO_PANEL = True
 
 if CELERY_BROKER_URL == "filesystem://":
-    for _folder in ("broker/in", "broker/processed"):
+    for _folder in ("broker/in", "broker/processed", "broker/control"):
         (_VAR / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_VAR / "broker" / "in"),
         "data_folder_out": str(_VAR / "broker" / "in"),
         "processed_folder": str(_VAR / "broker" / "processed"),
         "store_processed": False,
+        # kombu's default is ./control, which would land in the checkout.
+        "control_folder": str(_VAR / "broker" / "control"),
     }
 
 # The demo runs one web process and no Redis: an in-process cache is enough there.

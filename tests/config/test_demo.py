@@ -176,6 +176,8 @@ def test_the_demo_worker_runs_a_baseline_judge_without_redis(
     assert finished is not None, run.stdout
     # The random baseline judges every pair in both orders.
     assert int(finished.group(1)) == 2 * int(pairs.group(1))
+    # The broker's exchange tables stay in the demo's var folder, out of the checkout.
+    assert (Path(demo_env["CONCORD_VAR_DIR"]) / "broker" / "control").is_dir()
 
 
 def csrf_of(html: str) -> str:
