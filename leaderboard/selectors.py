@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import EmptyResultSet
@@ -21,7 +24,7 @@ from django.db import connection
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
-from annotation.models import HumanJudgment, Pair, Study, Worker
+from annotation.models import HumanJudgment, Pair, Prompt, Study, System, Worker
 from annotation.selectors.studies import study_list_with_counts
 from judges.models import JudgeCall, JudgeRun
 from leaderboard.models import ExportJob, ReportSnapshot
@@ -51,7 +54,12 @@ HUMAN_COLUMNS = [
     "a_left",
     "is_imported",
 ]
-CALL_COLUMNS = ["pair_id", "run_id", "order", "label", "likert", "likert_shown", "verdict_label"]
+CALL_COLUMNS = ["pair_id", "run_id", "order", "label", "likert", "likert_shown"]
+# The values of the text columns the report reads, sorted, as their Categorical's categories.
+LABELS = ("A", "B", "tie")
+CALL_ORDERS = ("ab", "ba", "both")
+GOLD_SIDES = ("", "A", "B", "tie")
+GOLD_KINDS = tuple(sorted(Pair.GoldKind.values))
 VOTE_COLUMNS = [
     "pair_id",
     "rater",
@@ -169,6 +177,151 @@ def frame_read(
     return frame
 
 
+def frame_read_coded(
+    qs: QuerySet[Model],
+    fields: Sequence[str],
+    columns: Sequence[str],
+    *,
+    choices: Mapping[str, Sequence[str]] | None = None,
+    flags: Sequence[str] = (),
+    small: Mapping[str, int] | None = None,
+) -> pd.DataFrame:
+    """Read numeric, boolean and choice fields of the queryset into a DataFrame with `columns`.
+
+    Like :func:`frame_read`, but the database sends numbers only. A `choices` column (a text
+    field whose values come from a fixed list) comes back as a pandas Categorical over those
+    values (NaN for NULL), a `flags` column as booleans (None for NULL), a `small` column (an
+    integer from 0 to the bound given) as a number; other columns are numbers, int64, or float64
+    when some are NULL. On PostgreSQL the choice, flag and small columns of a row travel packed
+    into one integer, each a digit of a mixed-radix number (0 for NULL): the database's cost is
+    mostly turning values into text, and one number per row is the least text. A value outside
+    its list or bound raises ValueError naming the column.
+    """
+    choices = choices or {}
+    small = small or {}
+    rows = qs.order_by().values_list(*fields)
+    try:
+        sql, params = rows.query.sql_with_params()
+    except EmptyResultSet:
+        sql = ""
+    if sql and connection.vendor == "postgresql":
+        aliases = dict(zip(columns, (f"c{i}" for i in range(len(fields))), strict=True))
+        packed = [c for c in columns if c in choices or c in flags or c in small]
+        plain = [c for c in columns if c not in packed]
+        digits, radices = [], []
+        for name in packed:
+            alias = aliases[name]
+            if name in choices:
+                whens = " ".join(
+                    f"WHEN {alias} = {_sql_literal(v)} THEN {i + 1}"
+                    for i, v in enumerate(choices[name])
+                )
+                radix = len(choices[name]) + 2
+                digits.append(f"CASE WHEN {alias} IS NULL THEN 0 {whens} ELSE {radix - 1} END")
+            elif name in flags:
+                radix = 3
+                digits.append(f"CASE WHEN {alias} IS NULL THEN 0 WHEN {alias} THEN 2 ELSE 1 END")
+            else:
+                radix = small[name] + 3
+                digits.append(
+                    f"CASE WHEN {alias} IS NULL THEN 0 WHEN {alias} BETWEEN 0 AND "
+                    f"{small[name]} THEN {alias} + 1 ELSE {radix - 1} END"
+                )
+            radices.append(radix)
+        multipliers = [math.prod(radices[:i]) for i in range(len(radices))]
+        if math.prod(radices) >= 2**62:
+            raise ValueError("too many packed columns for one 64-bit number")
+        cells = [f"coalesce({aliases[name]}::text, '')" for name in plain]
+        if packed:
+            cells.append(
+                " + ".join(f"({d})::bigint * {m}" for d, m in zip(digits, multipliers, strict=True))
+            )
+        aggregate = (
+            f"SELECT string_agg(concat_ws(',', {', '.join(cells)}), E'\\n') "
+            f"FROM ({sql}) AS t({', '.join(aliases.values())})"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(aggregate, params)
+            csv_text = cursor.fetchone()[0] or ""
+        names = [*plain, *(["_packed"] if packed else [])]
+        raw = (
+            pd.read_csv(io.StringIO(csv_text), names=names, header=None)
+            if csv_text
+            else pd.DataFrame({c: pd.Series(dtype=np.int64) for c in names})
+        )
+        rest = raw["_packed"].to_numpy(dtype=np.int64) if packed else None
+        decoded: dict[str, Any] = {}
+        for name, radix in zip(packed, radices, strict=True):
+            assert rest is not None
+            rest, digit = np.divmod(rest, radix)
+            if (digit == radix - 1).any() and name not in flags:
+                _raise_outside(qs, fields[list(columns).index(name)], name, choices, small)
+            if name in choices:
+                decoded[name] = pd.Categorical.from_codes(digit - 1, categories=list(choices[name]))
+            elif name in flags:
+                out = np.full(len(digit), None, dtype=object)
+                out[digit == 2] = True
+                out[digit == 1] = False
+                decoded[name] = pd.Series(out, index=raw.index, dtype=object)
+            else:
+                value = digit - 1
+                decoded[name] = (
+                    np.where(digit == 0, np.nan, value.astype(np.float64))
+                    if (digit == 0).any()
+                    else value
+                )
+        return pd.DataFrame(
+            {name: decoded[name] if name in decoded else raw[name].to_numpy() for name in columns},
+            index=raw.index,
+        )
+    frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
+    for name in choices:
+        known = set(choices[name])
+        present = frame[name].dropna()
+        unknown = sorted(set(present.tolist()) - known)
+        if unknown:
+            raise ValueError(
+                f"column {name!r} holds {unknown[0]!r}, not one of {list(choices[name])}"
+            )
+        frame[name] = pd.Categorical(frame[name], categories=list(choices[name]))
+    for name, bound in small.items():
+        values = pd.to_numeric(frame[name]).dropna()
+        outside = values[(values < 0) | (values > bound)]
+        if len(outside):
+            raise ValueError(f"column {name!r} holds {outside.iloc[0]!r}, not from 0 to {bound}")
+    for name in flags:
+        frame[name] = frame[name].astype(object)
+    for name in columns:
+        if name not in choices and name not in flags and len(frame) == 0:
+            frame[name] = frame[name].astype(np.int64)
+    return frame
+
+
+def _raise_outside(
+    qs: QuerySet[Model],
+    field: str,
+    name: str,
+    choices: Mapping[str, Sequence[str]],
+    small: Mapping[str, int],
+) -> None:
+    rows = qs.order_by().exclude(**{f"{field}__isnull": True})
+    if name in choices:
+        found = rows.exclude(**{f"{field}__in": list(choices[name])})
+        allowed = f"one of {list(choices[name])}"
+    else:
+        found = rows.filter(Q(**{f"{field}__lt": 0}) | Q(**{f"{field}__gt": small[name]}))
+        allowed = f"from 0 to {small[name]}"
+    value = found.values_list(field, flat=True).first()
+    raise ValueError(f"column {name!r} holds {value!r}, not {allowed}")
+
+
+def _sql_literal(value: str) -> str:
+    """A choice value as an SQL string literal; choices are code constants, checked anyway."""
+    if not all(ch.isalnum() or ch in "_- " for ch in value):
+        raise ValueError(f"choice {value!r} is not a plain word")
+    return f"'{value}'"
+
+
 def _read_csv(
     csv_text: str, columns: Sequence[str], *, text: Sequence[str], flags: Sequence[str]
 ) -> pd.DataFrame:
@@ -207,28 +360,57 @@ def _pair_q(filters: VoteFilters, prefix: str = "") -> Q:
 
 
 def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
-    """The study's pairs (agreement units) that pass the filters, with their systems."""
+    """The study's pairs (agreement units) that pass the filters, with their systems.
+
+    Prompts and systems are read once each and attached by id, so the pairs travel as numbers;
+    category, system and gold columns are Categorical, the prompt's id text.
+    """
     qs = Pair.objects.filter(_pair_q(filters), study=study)
-    frame = frame_read(
+    frame = frame_read_coded(
         qs,
         (
             "id",
             "prompt_id",
-            "prompt__external_id",
-            "prompt__category",
             "turn",
             "is_gold",
             "gold_side",
             "gold_kind",
-            "answer_a__system__name",
-            "answer_b__system__name",
+            "answer_a__system_id",
+            "answer_b__system_id",
         ),
-        PAIR_COLUMNS,
-        text=("prompt_external_id", "category", "gold_side", "gold_kind", "system_a", "system_b"),
+        ["pair_id", "prompt_id", "turn", "is_gold", "gold_side", "gold_kind", "sys_a", "sys_b"],
+        choices={"gold_side": GOLD_SIDES, "gold_kind": GOLD_KINDS},
         flags=("is_gold",),
     )
+    prompts = frame_read(
+        Prompt.objects.filter(study=study),
+        ("id", "external_id", "category"),
+        ("id", "external_id", "category"),
+        text=("external_id", "category"),
+    ).sort_values("id")
+    prompt_ids = prompts["id"].to_numpy(dtype=np.int64)
+    at = np.searchsorted(prompt_ids, frame["prompt_id"].to_numpy(dtype=np.int64))
+    external = prompts["external_id"].to_numpy(dtype=object)
+    frame["prompt_external_id"] = pd.Series(external[at], index=frame.index, dtype=object)
+    frame["category"] = _categorical(prompts["category"].to_numpy(dtype=object), at)
+    systems = dict(System.objects.filter(study=study).values_list("id", "name"))
+    system_ids = np.array(sorted(systems), dtype=np.int64)
+    names = np.array([systems[i] for i in system_ids.tolist()], dtype=object)
+    for side in ("a", "b"):
+        column = frame[f"sys_{side}"].to_numpy(dtype=np.int64)
+        frame[f"system_{side}"] = _categorical(names, np.searchsorted(system_ids, column))
     frame["is_gold"] = frame["is_gold"].astype(bool)
+    frame = frame[PAIR_COLUMNS]
     return frame.sort_values("pair_id", kind="stable").reset_index(drop=True)
+
+
+def _categorical(values: npt.NDArray[Any], at: npt.NDArray[np.intp]) -> pd.Categorical:
+    """``values[at]`` as a Categorical whose categories are the distinct values, sorted."""
+    categories, inverse = np.unique(values.astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(
+        inverse.reshape(-1)[at] if len(at) else np.zeros(0, dtype=np.int64),
+        categories=categories.astype(object),
+    )
 
 
 def study_judge_sources(*, study: Study, filters: VoteFilters) -> tuple[JudgeSource, ...]:
@@ -271,7 +453,7 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
     )
     if raters == "experts":
         qs = qs.filter(worker__external_id__startswith=EXPERT_PREFIX)
-    frame = frame_read(
+    frame = frame_read_coded(
         qs,
         (
             "id",
@@ -284,11 +466,21 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
             "is_imported",
         ),
         HUMAN_COLUMNS,
-        text=("label",),
+        choices={"label": LABELS},
         flags=("a_left", "is_imported"),
+        small={"likert": 8, "likert_shown": 8},
     )
     frame = _scores_as_float(frame)
-    frame["rater"] = "w" + frame["rater"].astype(str)
+    # Raters are named "w<worker id>", a Categorical over the names sorted as text.
+    workers, inverse = np.unique(frame["rater"].to_numpy(dtype=np.int64), return_inverse=True)
+    names = np.array([f"w{w}" for w in workers.tolist()], dtype=object)
+    order = np.argsort(names.astype(str), kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    frame["rater"] = pd.Categorical.from_codes(
+        rank[inverse.reshape(-1)] if len(frame) else np.zeros(0, dtype=np.int64),
+        categories=names[order],
+    )
     return frame
 
 
@@ -297,11 +489,12 @@ def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.
     qs = JudgeCall.objects.filter(
         _pair_q(filters, "pair__"), run_id__in=run_ids, status=JudgeCall.Status.DONE
     ).exclude(preference="")
-    frame = frame_read(
+    frame = frame_read_coded(
         qs,
-        ("pair_id", "run_id", "order", "preference", "likert", "likert_shown", "verdict_label"),
+        ("pair_id", "run_id", "order", "preference", "likert", "likert_shown"),
         CALL_COLUMNS,
-        text=("order", "label", "verdict_label"),
+        choices={"order": CALL_ORDERS, "label": LABELS},
+        small={"likert": 8, "likert_shown": 8},
     )
     return _scores_as_float(frame)
 
@@ -328,10 +521,12 @@ def _combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
     new_group = np.ones(len(ordered), dtype=bool)
     new_group[1:] = (run_ids[1:] != run_ids[:-1]) | (pair_ids[1:] != pair_ids[:-1])
     starts = np.flatnonzero(new_group)
-    labels = ordered["label"].to_numpy(dtype=object)
-    codes, _ = pd.factorize(labels)
+    labels = pd.Categorical(ordered["label"], categories=LABELS)
+    codes = labels.codes.astype(np.int64)
     agreed = np.minimum.reduceat(codes, starts) == np.maximum.reduceat(codes, starts)
-    label = np.where(agreed, labels[starts], "tie").astype(object)
+    label = pd.Categorical.from_codes(
+        np.where(agreed, codes[starts], LABELS.index("tie")), categories=LABELS
+    )
     # The mean of the scores present (NaN when none), as a group mean skips missing values.
     likert = ordered["likert"].to_numpy(dtype=np.float64)
     present = ~np.isnan(likert)
@@ -343,7 +538,7 @@ def _combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
         {
             "run_id": run_ids[starts],
             "pair_id": pair_ids[starts],
-            "label": pd.Series(label, dtype=object),
+            "label": label,
             "likert": mean,
         }
     )
@@ -351,30 +546,61 @@ def _combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
 
 def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
     """The calls in (run, pair, order) order, ties in their given order (a stable sort)."""
-    order_codes, _ = pd.factorize(calls["order"].to_numpy(dtype=object), sort=True)
+    order_codes = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes
     # np.lexsort is stable and sorts by its last key first.
     index = np.lexsort((order_codes, calls["pair_id"].to_numpy(), calls["run_id"].to_numpy()))
     return calls.take(index).reset_index(drop=True)
 
 
+def _read_concurrently(*reads: Callable[[], pd.DataFrame]) -> list[pd.DataFrame]:
+    """Run the reads, each on a connection of its own in a thread of its own when that is safe.
+
+    PostgreSQL then builds the three results at once in separate server processes (on this
+    project's 2-core machines, the reads of a million-row study take half as long). Inside a
+    transaction (a test case, an atomic block) other connections would not see its rows, and
+    SQLite serialises connections anyway: there the reads run one after another here.
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block or len(reads) < 2:
+        return [read() for read in reads]
+
+    def on_own_connection(read: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        try:
+            return read()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="report-read") as pool:
+        futures = [pool.submit(on_own_connection, read) for read in reads]
+        return [future.result() for future in futures]
+
+
 def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     """Gather the study's votes for a report: people's and every selected judge run's."""
     raters = study_raters_resolve(study=study, raters=filters.raters)
-    pairs = study_pairs_frame(study=study, filters=filters)
-    human = _human_frame(study=study, filters=filters, raters=raters)
     sources = study_judge_sources(study=study, filters=filters)
+    pairs, human, unsorted_calls = _read_concurrently(
+        lambda: study_pairs_frame(study=study, filters=filters),
+        lambda: _human_frame(study=study, filters=filters, raters=raters),
+        lambda: _calls_frame(sources=sources, filters=filters),
+    )
     # Sorted once here: the combination and the report's calls frame both want this order.
-    calls = calls_sort(_calls_frame(sources=sources, filters=filters))
+    calls = calls_sort(unsorted_calls)
     combined = _combine_sorted(calls) if len(calls) else judge_votes_combine(calls)
-    name_of_run = {s.run_id: s.name for s in sources}
-    combined["source"] = combined["run_id"].map(name_of_run)
+    names = sorted({s.name for s in sources})
+    position = {s.run_id: names.index(s.name) for s in sources}
+    runs, inverse = np.unique(combined["run_id"].to_numpy(dtype=np.int64), return_inverse=True)
+    run_codes = np.array([position[r] for r in runs.tolist()], dtype=np.int64)
+    combined["source"] = pd.Categorical.from_codes(run_codes[inverse.reshape(-1)], categories=names)
     combined["rater"] = combined["source"]
     # What was shown first, for position bias: only live calls in one order know it.
     human_cols = pairs.set_index("pair_id")
     human = human.join(human_cols, on="pair_id")
     human["source"] = "human"
-    human["shown_first"] = human["a_left"].map({True: "A", False: "B"}).astype(object)
-    human.loc[human["a_left"].isna(), "shown_first"] = None
+    a_left = human["a_left"].to_numpy(dtype=object)
+    human["shown_first"] = pd.Categorical.from_codes(
+        np.where(a_left == True, 0, np.where(a_left == False, 1, -1)),  # noqa: E712
+        categories=LABELS,
+    )
     # Sorted by judgment id (unique), so the same rows always come in the same order.
     human = human.sort_values("id", kind="stable")[VOTE_COLUMNS].reset_index(drop=True)
     judges = combined.join(human_cols, on="pair_id")

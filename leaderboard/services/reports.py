@@ -361,11 +361,10 @@ def _gold(
 
 def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     rows = frame if ties else frame[frame["label"] != "tie"]
-    labels = rows["label"]
-    # Compared column-wise rather than mapped row by row; a label outside A/B/tie stays missing.
-    winner = np.full(len(rows), None, dtype=object)
-    for label, name in (("A", "model_a"), ("B", "model_b"), ("tie", "tie")):
-        winner[labels.eq(label).to_numpy(dtype=bool, na_value=False)] = name
+    # A, B and tie map by their codes onto model_a, model_b and tie; a label outside A/B/tie
+    # stays missing.
+    labels = pd.Categorical(rows["label"], categories=LABELS)
+    winner = pd.Categorical.from_codes(labels.codes, categories=["model_a", "model_b", "tie"])
     return pd.DataFrame(
         {
             "model_a": rows["system_a"].reset_index(drop=True),

@@ -53,13 +53,19 @@ def _encode(battles: pd.DataFrame) -> _Encoded:
         raise ValueError(
             f"winner must be model_a, model_b or tie; found {sorted(map(str, unknown))}"
         )
-    codes_a, seen_a = pd.factorize(battles["model_a"].astype(str))
-    codes_b, seen_b = pd.factorize(battles["model_b"].astype(str))
-    models = sorted(set(seen_a.tolist()) | set(seen_b.tolist()))
+    # Factorised as they come (a Categorical by its codes), then the few distinct names are
+    # turned into text; converting a million names to text first costs far more.
+    codes_a, seen_a = pd.factorize(battles["model_a"])
+    codes_b, seen_b = pd.factorize(battles["model_b"])
+    if (codes_a < 0).any() or (codes_b < 0).any():
+        raise ValueError("model_a and model_b must name a model in every battle")
+    names_a = [str(m) for m in seen_a.tolist()]
+    names_b = [str(m) for m in seen_b.tolist()]
+    models = sorted(set(names_a) | set(names_b))
     # factorize numbers the names in order of appearance; map them to their sorted positions.
     position = {m: i for i, m in enumerate(models)}
-    a = np.array([position[m] for m in seen_a.tolist()], dtype=np.intp)[codes_a]
-    b = np.array([position[m] for m in seen_b.tolist()], dtype=np.intp)[codes_b]
+    a = np.array([position[m] for m in names_a], dtype=np.intp)[codes_a]
+    b = np.array([position[m] for m in names_b], dtype=np.intp)[codes_b]
     if (a == b).any():
         raise ValueError("a battle of a model against itself carries no information")
     scores = np.array([_SCORE_A[w] for w in winner_values.tolist()], dtype=np.float64)

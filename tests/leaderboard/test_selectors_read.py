@@ -1,0 +1,128 @@
+"""The report's reads: numbers packed by the database come back as the values stored, and the
+reads on connections of their own give the frames the one-connection reads give."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from django.db import connection, transaction
+
+from annotation.models import HumanJudgment, Pair, Worker
+from judges.models import Judge, JudgeCall, JudgeRun
+from leaderboard.selectors import VoteFilters, frame_read_coded, study_votes_get
+from tests.conftest import Cast
+from tests.factories import make_assignment, make_pair
+
+
+def rate(
+    pair: Pair, worker: Worker, *, preference: str, likert: int | None, a_left: bool | None
+) -> HumanJudgment:
+    return HumanJudgment.objects.create(
+        study=pair.study,
+        pair=pair,
+        worker=worker,
+        assignment=make_assignment(pair, worker, a_left=bool(a_left)),
+        a_left=a_left,
+        likert_shown=None if likert is None else (likert if a_left else 9 - likert),
+        likert=likert,
+        preference=preference,
+    )
+
+
+def test_choices_flags_and_small_numbers_come_back_as_stored_with_nulls(cast: Cast) -> None:
+    first, second = make_pair(cast.study, "p1"), make_pair(cast.study, "p2")
+    rate(first, cast.worker_one, preference="B", likert=7, a_left=False)
+    rate(first, cast.worker_two, preference="tie", likert=None, a_left=None)
+    rate(second, cast.worker_one, preference="A", likert=1, a_left=True)
+    qs = HumanJudgment.objects.filter(study=cast.study).order_by("pk")
+
+    frame = frame_read_coded(
+        qs,
+        ("id", "pair_id", "preference", "likert", "a_left"),
+        ["id", "pair_id", "label", "likert", "a_left"],
+        choices={"label": ("A", "B", "tie")},
+        flags=("a_left",),
+        small={"likert": 8},
+    ).sort_values("id")
+
+    expected = list(qs.values_list("id", "pair_id", "preference", "likert", "a_left"))
+    got = [
+        (i, p, label, None if pd.isna(likert) else int(likert), flag)
+        for i, p, label, likert, flag in frame.itertuples(index=False)
+    ]
+    assert got == expected
+    assert isinstance(frame["label"].dtype, pd.CategoricalDtype)
+    assert list(frame["label"].cat.categories) == ["A", "B", "tie"]
+
+
+def test_a_value_outside_its_list_is_an_error_naming_the_column_and_the_value(
+    cast: Cast,
+) -> None:
+    rate(make_pair(cast.study, "p1"), cast.worker_one, preference="A", likert=2, a_left=True)
+    qs = HumanJudgment.objects.filter(study=cast.study)
+
+    with pytest.raises(ValueError, match=r"column 'label' holds 'A', not one of \['B', 'tie'\]"):
+        frame_read_coded(qs, ("preference",), ["label"], choices={"label": ("B", "tie")})
+    with pytest.raises(ValueError, match="column 'likert' holds 2, not from 0 to 1"):
+        frame_read_coded(qs, ("likert",), ["likert"], small={"likert": 1})
+
+
+def test_an_empty_read_has_the_columns(cast: Cast) -> None:
+    frame = frame_read_coded(
+        HumanJudgment.objects.filter(study=cast.study),
+        ("id", "preference"),
+        ["id", "label"],
+        choices={"label": ("A", "B", "tie")},
+    )
+    assert list(frame.columns) == ["id", "label"] and frame.empty
+
+
+def _votes_as_records(cast: Cast) -> dict[str, list[tuple[object, ...]]]:
+    votes = study_votes_get(study=cast.study, filters=VoteFilters())
+    return {
+        name: [tuple(map(str, row)) for row in frame.itertuples(index=False)]
+        for name, frame in (
+            ("pairs", votes.pairs),
+            ("human", votes.human),
+            ("judges", votes.judges),
+            ("calls", votes.calls),
+        )
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: Cast) -> None:
+    # Committed rows (no test transaction), so that the reading threads' connections see them.
+    run = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="judge", kind=Judge.Kind.LLM),
+        study=cast.study,
+        status=JudgeRun.Status.DONE,
+    )
+    for n in range(6):
+        pair = make_pair(cast.study, f"p{n}")
+        odd = n % 2 == 1
+        rate(
+            pair,
+            cast.worker_one,
+            preference="A" if odd else "B",
+            likert=2 if odd else 7,
+            a_left=True,
+        )
+        for order in ("ab", "ba"):
+            JudgeCall.objects.create(
+                run=run,
+                pair=pair,
+                order=order,
+                status=JudgeCall.Status.DONE,
+                likert_shown=3,
+                likert=3 if order == "ab" else 6,
+                preference="A" if order == "ab" else "B",
+            )
+    assert not connection.in_atomic_block
+
+    concurrent = _votes_as_records(cast)
+    with transaction.atomic():
+        one_connection = _votes_as_records(cast)
+
+    assert concurrent == one_connection
+    assert len(concurrent["human"]) == 6 and len(concurrent["calls"]) == 12
