@@ -10,8 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +27,7 @@ from annotation.models import HumanJudgment, Pair, Prompt, Study, System, Worker
 from annotation.selectors.studies import study_list_with_counts
 from judges.models import JudgeCall, JudgeRun
 from leaderboard.models import ExportJob, ReportSnapshot
+from leaderboard.parallel import run_parallel
 
 RaterSet = Literal["all", "experts"]
 EXPERT_PREFIX = "expert_"
@@ -552,36 +552,16 @@ def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
     return calls.take(index).reset_index(drop=True)
 
 
-def _read_concurrently(*reads: Callable[[], pd.DataFrame]) -> list[pd.DataFrame]:
-    """Run the reads, each on a connection of its own in a thread of its own when that is safe.
-
-    PostgreSQL then builds the three results at once in separate server processes (on this
-    project's 2-core machines, the reads of a million-row study take half as long). Inside a
-    transaction (a test case, an atomic block) other connections would not see its rows, and
-    SQLite serialises connections anyway: there the reads run one after another here.
-    """
-    if connection.vendor != "postgresql" or connection.in_atomic_block or len(reads) < 2:
-        return [read() for read in reads]
-
-    def on_own_connection(read: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-        try:
-            return read()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="report-read") as pool:
-        futures = [pool.submit(on_own_connection, read) for read in reads]
-        return [future.result() for future in futures]
-
-
 def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     """Gather the study's votes for a report: people's and every selected judge run's."""
     raters = study_raters_resolve(study=study, raters=filters.raters)
     sources = study_judge_sources(study=study, filters=filters)
-    pairs, human, unsorted_calls = _read_concurrently(
+    # PostgreSQL builds the three results at once, in server processes of their own.
+    pairs, human, unsorted_calls = run_parallel(
         lambda: study_pairs_frame(study=study, filters=filters),
         lambda: _human_frame(study=study, filters=filters, raters=raters),
         lambda: _calls_frame(sources=sources, filters=filters),
+        uses_database=True,
     )
     # Sorted once here: the combination and the report's calls frame both want this order.
     calls = calls_sort(unsorted_calls)

@@ -21,6 +21,7 @@ from leaderboard.stats.proportion import wilson_interval
 from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
 
 HUMAN = "human"
+LABELS = ("A", "B", "tie")
 GOLD_KINDS = ("first_vs_second", "first_vs_last")
 NDCG_DEPTHS: tuple[int | None, ...] = (1, 3, None)
 NO_TEXTS = "no answer texts"
@@ -140,18 +141,22 @@ def _distribution(selections: Iterable[Sequence[str]]) -> dict[str, Any]:
 
 
 def people_majority(human: pd.DataFrame) -> pd.Series:
-    """Each pair's majority label: the unique most common of A, B, tie; a tied count is a tie."""
+    """Each pair's majority label: the unique most common of A, B, tie; a tied count is a tie.
+
+    Indexed by pair_id (sorted); counted from label codes per pair rather than by a group-by.
+    """
     if human.empty:
         return pd.Series(dtype=object)
-    counts = human.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
-    counts = counts.reindex(columns=["A", "B", "tie"], fill_value=0)
-    values = counts.to_numpy()
+    codes = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
+    pair_codes, pairs = pd.factorize(human["pair_id"], sort=True)
+    known = codes >= 0
+    values = np.bincount(pair_codes[known] * 3 + codes[known], minlength=3 * len(pairs)).reshape(
+        len(pairs), 3
+    )
     top = values.max(axis=1, keepdims=True)
     unique = (values == top).sum(axis=1) == 1
-    labels = np.where(
-        unique, np.array(["A", "B", "tie"], dtype=object)[values.argmax(axis=1)], "tie"
-    )
-    return pd.Series(labels, index=counts.index, dtype=object)
+    labels = np.where(unique, np.array(LABELS, dtype=object)[values.argmax(axis=1)], "tie")
+    return pd.Series(labels, index=pd.Index(pairs, name="pair_id"), dtype=object)
 
 
 def rationale_section(

@@ -27,6 +27,7 @@ from django.db import transaction
 
 from annotation.models import Study
 from leaderboard.models import ReportSnapshot
+from leaderboard.parallel import run_parallel
 from leaderboard.section_selectors import ReportExtras, extras_data_hash, report_extras_get
 from leaderboard.selectors import (
     StudyVotes,
@@ -35,7 +36,7 @@ from leaderboard.selectors import (
     study_votes_get,
     votes_data_hash,
 )
-from leaderboard.services.report_sections import report_sections_compute
+from leaderboard.services.report_sections import people_majority, report_sections_compute
 from leaderboard.stats.agreement import (
     bootstrap_agreement_ci,
     cohen_kappa,
@@ -133,10 +134,25 @@ def _agreement(votes: pd.DataFrame, other: pd.DataFrame | None, level: str = "vo
     }
 
 
+def _agreement_with_ci(
+    votes: pd.DataFrame, other: pd.DataFrame | None, params: ReportParams
+) -> dict[str, Any]:
+    """Vote-level agreement and its bootstrap interval, from one count of the units."""
+    per_unit = pairwise_agreement_by_unit(votes, other, key="pair_id")
+    return {
+        "with_ties": _count(per_unit["agree_s1"].sum(), per_unit["total_s1"].sum()),
+        "without_ties": _count(per_unit["agree_s2"].sum(), per_unit["total_s2"].sum()),
+        "ci": _units_ci(per_unit, params),
+    }
+
+
 def _agreement_ci(
     votes: pd.DataFrame, other: pd.DataFrame | None, params: ReportParams
 ) -> dict[str, Any]:
-    per_unit = pairwise_agreement_by_unit(votes, other, key="pair_id")
+    return _units_ci(pairwise_agreement_by_unit(votes, other, key="pair_id"), params)
+
+
+def _units_ci(per_unit: pd.DataFrame, params: ReportParams) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, suffix in (("with_ties", "s1"), ("without_ties", "s2")):
         interval = bootstrap_agreement_ci(
@@ -167,9 +183,7 @@ def _fleiss(human: pd.DataFrame) -> dict[str, Any]:
 
 
 def _alpha(human: pd.DataFrame) -> dict[str, Any]:
-    nominal = krippendorff_alpha_from_long(
-        human["pair_id"].to_numpy(), human["label"].to_numpy(), "nominal"
-    )
+    nominal = krippendorff_alpha_from_long(human["pair_id"], human["label"], "nominal")
     likert = human.dropna(subset=["likert"])
     ordinal = (
         krippendorff_alpha_from_long(
@@ -181,40 +195,42 @@ def _alpha(human: pd.DataFrame) -> dict[str, Any]:
     return {"nominal_preference": nominal, "ordinal_likert": ordinal}
 
 
-def _majority(frame: pd.DataFrame) -> pd.Series:
-    counts = frame.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
-    counts = counts.reindex(columns=list(LABELS), fill_value=0)
-    values = counts.to_numpy()
-    top = values.max(axis=1, keepdims=True)
-    unique = (values == top).sum(axis=1) == 1
-    labels = np.where(unique, np.array(LABELS, dtype=object)[values.argmax(axis=1)], "tie")
-    return pd.Series(labels, index=counts.index)
-
-
 def _kappas(judge: pd.DataFrame, human: pd.DataFrame) -> dict[str, Any]:
     """Cohen's kappa of the judge against the people's majority label, unit by unit, and the
     quadratic-weighted kappa of canonical Likert scores vote by vote when both have them."""
-    people = _majority(human)
+    people = people_majority(human)
     mine = judge.set_index("pair_id")["label"]
     both = people.index.intersection(mine.index)
     kappa = (
-        cohen_kappa(mine.loc[both].to_numpy(), people.loc[both].to_numpy(), categories=LABELS)
+        cohen_kappa(
+            pd.Categorical(mine.loc[both], categories=LABELS).codes.astype(np.int64),
+            pd.Categorical(people.loc[both], categories=LABELS).codes.astype(np.int64),
+            categories=range(len(LABELS)),
+        )
         if len(both)
         else None
     )
-    judged = judge.dropna(subset=["likert"])[["pair_id", "likert"]]
-    rated = human.dropna(subset=["likert"])[["pair_id", "likert"]]
+    judged = judge.dropna(subset=["likert"])
+    rated = human.dropna(subset=["likert"])
     weighted = None
     n_weighted = 0
     if not judged.empty and not rated.empty:
-        merged = rated.merge(judged, on="pair_id", suffixes=("_human", "_judge"))
+        judge_pairs = judged["pair_id"].to_numpy()
+        order = np.argsort(judge_pairs, kind="stable")
+        sorted_pairs = judge_pairs[order]
+        if (sorted_pairs[1:] == sorted_pairs[:-1]).any():
+            raise ValueError("a judge source has two votes on one pair")
+        # Each person's vote meets the judge's one vote on the same pair.
+        human_pairs = rated["pair_id"].to_numpy()
+        at = np.minimum(np.searchsorted(sorted_pairs, human_pairs), len(sorted_pairs) - 1)
+        met = sorted_pairs[at] == human_pairs
         # A judge's two orders may average to a half point; its vote is rounded half up.
-        judge_scores = np.floor(merged["likert_judge"].astype(float) + 0.5).astype(int)
-        n_weighted = len(merged)
+        judge_likert = judged["likert"].to_numpy(dtype=np.float64)[order][at[met]]
+        n_weighted = int(met.sum())
         if n_weighted:
             weighted = cohen_kappa(
-                judge_scores.to_numpy(),
-                merged["likert_human"].astype(int).to_numpy(),
+                np.floor(judge_likert + 0.5).astype(np.int64),
+                rated["likert"].to_numpy(dtype=np.float64)[met].astype(np.int64),
                 "quadratic",
                 categories=list(range(1, 9)),
             )
@@ -436,17 +452,16 @@ def _counts(votes: StudyVotes) -> dict[str, Any]:
     }
 
 
-def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict[str, Any]:
-    """Compute the report's statistics from gathered votes (no database access)."""
+def _agreement_sections(
+    *, votes: StudyVotes, params: ReportParams, by_source: Mapping[str, pd.DataFrame]
+) -> dict[str, Any]:
+    """Every section of :func:`agreement_report_compute` but the leaderboards."""
     human = votes.human
     sources = [s.name for s in votes.sources]
-    # Each source's votes selected once, for every section below.
-    by_source = _judge_frames(votes, sources, None)
     report: dict[str, Any] = {
         "counts": _counts(votes),
         "human_vs_human": {
-            **_agreement(human, None),
-            "ci": _agreement_ci(human, None, params),
+            **_agreement_with_ci(human, None, params),
             "fleiss_kappa": _fleiss(human),
             "krippendorff_alpha": _alpha(human),
         },
@@ -466,8 +481,7 @@ def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict
             "votes": len(mine),
             "labels": {label: int((mine["label"] == label).sum()) for label in LABELS},
             "vs_human": {
-                **_agreement(mine, human),
-                "ci": _agreement_ci(mine, human, params),
+                **_agreement_with_ci(mine, human, params),
                 "majority": _agreement(mine, human, "majority") if len(mine) else None,
                 **_kappas(mine, human),
             },
@@ -483,8 +497,24 @@ def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict
         )
     report["per_category"] = _per_category(votes, sources, by_source)
     report["gold"] = _gold(votes, sources, params.confidence, by_source)
-    report["leaderboards"] = _leaderboards(votes, sources, params, by_source)
     return report
+
+
+def agreement_report_compute(*, votes: StudyVotes, params: ReportParams) -> dict[str, Any]:
+    """Compute the report's statistics from gathered votes (no database access).
+
+    The leaderboards (mostly the compiled Elo kernel, which releases Python's lock) are computed
+    in a thread of their own while the other sections are computed here.
+    """
+    sources = [s.name for s in votes.sources]
+    by_source = _judge_frames(votes, sources, None)
+    report, boards = run_parallel(
+        lambda: _agreement_sections(votes=votes, params=params, by_source=by_source),
+        lambda: _leaderboards(votes, sources, params, by_source),
+        uses_database=False,
+    )
+    report["leaderboards"] = boards
+    return dict(report)
 
 
 def _params_dict(filters: VoteFilters, params: ReportParams) -> dict[str, Any]:
@@ -521,8 +551,16 @@ def _with_metadata(
     params: ReportParams,
     extras: ReportExtras | None = None,
 ) -> dict[str, Any]:
-    extras = extras or report_extras_get(study=study, votes=votes)
-    body = agreement_report_compute(votes=votes, params=params)
+    if extras is None:
+        # The extra rows are read (by PostgreSQL, in a process of its own) while the statistics
+        # are computed here.
+        extras, body = run_parallel(
+            lambda: report_extras_get(study=study, votes=votes),
+            lambda: agreement_report_compute(votes=votes, params=params),
+            uses_database=True,
+        )
+    else:
+        body = agreement_report_compute(votes=votes, params=params)
     body |= report_sections_compute(votes=votes, extras=extras, confidence=params.confidence)
     params_out = _params_dict(filters, params)
     params_out["filters"]["raters"] = votes.raters

@@ -10,7 +10,6 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import krippendorff
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
@@ -76,18 +75,25 @@ def krippendorff_alpha(data: npt.ArrayLike | Sequence[Sequence[Any]], level: Lev
 
 
 def krippendorff_alpha_from_long(
-    units: npt.ArrayLike | Sequence[Any], values: npt.ArrayLike | Sequence[Any], level: Level
+    units: npt.ArrayLike | Sequence[Any] | pd.Series,
+    values: npt.ArrayLike | Sequence[Any] | pd.Series,
+    level: Level,
 ) -> float:
     """Return Krippendorff's alpha from long-format (unit id, value) pairs, one per rating.
 
     Formula and source as :func:`krippendorff_alpha` (Krippendorff 2011). The ratings are counted
-    into a units x values matrix (``value_counts``), only units with at least two values are kept
-    (the others are not pairable and do not enter ``alpha``), and the ``krippendorff`` package
-    computes alpha from those counts. No raters x units matrix is built, so memory grows with
-    units x distinct values, which suits sparse crowd data on a Likert or label scale.
+    into a units x values matrix ``n_uc`` (only units with at least two values are pairable and
+    kept), whose coincidence matrix is ``o_ck = sum_u (n_uc n_uk - [c = k] n_uc) / (m_u - 1)``
+    with ``m_u`` the unit's values; with ``n_c = sum_k o_ck`` and ``n = sum_c n_c``,
+    ``alpha = 1 - (n - 1) sum_ck o_ck d_ck / sum_ck n_c n_k d_ck`` for the level's distance
+    ``d``: nominal ``[c != k]``; ordinal ``(sum_{g=c..k} n_g - (n_c + n_k) / 2)²`` over the
+    values in order; interval ``(c - k)²``; ratio ``((c - k) / (c + k))²``. No raters x units
+    matrix is built, so memory grows with units x distinct values, which suits sparse crowd data
+    on a Likert or label scale; the tests check it against the ``krippendorff`` package.
 
-    Values: any hashable labels for "nominal"; numbers for the other levels ("ordinal" orders
-    them numerically; "interval" and "ratio" use their differences).
+    Values: any hashable labels for "nominal" (a pandas Categorical is read by its codes);
+    numbers for the other levels ("ordinal" orders them numerically; "interval" and "ratio" use
+    their differences).
 
     Degenerate input returns NaN, never raises: no unit with two or more values (a single rater,
     or no overlap between raters), or only one distinct value among the pairable ratings (the
@@ -95,25 +101,34 @@ def krippendorff_alpha_from_long(
     """
     if level not in _LEVELS:
         raise ValueError(f"level must be one of {_LEVELS}, not {level!r}")
-    unit_arr = np.asarray(units, dtype=object)
-    value_arr = np.asarray(values, dtype=object)
-    if unit_arr.shape != value_arr.shape or unit_arr.ndim != 1:
+    unit_arr = units.to_numpy() if isinstance(units, pd.Series) else np.asarray(units)
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        value_arr: Any = values.array
+    elif isinstance(values, pd.Series):
+        value_arr = values.to_numpy()
+    elif isinstance(values, pd.Categorical):
+        value_arr = values
+    else:
+        value_arr = np.asarray(values, dtype=object)
+    if unit_arr.shape != (len(value_arr),) or unit_arr.ndim != 1:
         raise ValueError("units and values must be 1-D and of equal length")
-    # pd.isna on an object array tests each element as _is_missing does, in one pass.
+    if unit_arr.dtype.kind not in "iub":
+        unit_arr = unit_arr.astype(object)
     keep = ~np.asarray(pd.isna(value_arr), dtype=bool)
     unit_arr, value_arr = unit_arr[keep], value_arr[keep]
     if unit_arr.size == 0:
         return math.nan
 
-    unit_codes, _ = pd.factorize(pd.Series(unit_arr, dtype=object))
+    unit_codes, _ = pd.factorize(unit_arr)
     domain: npt.NDArray[Any]
     if level == "nominal":
-        value_codes, domain_index = pd.factorize(pd.Series(value_arr, dtype=object))
+        value_codes, domain_index = pd.factorize(value_arr)
         # The nominal metric ignores the domain's values; positions are enough.
         domain = np.arange(len(domain_index), dtype=np.float64)
     else:
-        numeric = value_arr.astype(np.float64)
+        numeric = np.asarray(value_arr, dtype=np.float64)
         domain, value_codes = np.unique(numeric, return_inverse=True)
+        value_codes = value_codes.reshape(-1)
 
     n_units, n_values = int(unit_codes.max()) + 1, len(domain)
     counts = np.bincount(unit_codes * n_values + value_codes, minlength=n_units * n_values).reshape(
@@ -127,11 +142,36 @@ def krippendorff_alpha_from_long(
         return math.nan
     # Values seen only on unpairable units are dropped; for "ordinal" this keeps the rank
     # distances Krippendorff defines over pairable values only.
-    counts, domain = counts[:, present], domain[present]
-    result = krippendorff.alpha(
-        value_counts=counts, value_domain=domain, level_of_measurement=level
-    )
-    return float(result)
+    counts, domain = counts[:, present].astype(np.float64), domain[present]
+    per_unit = 1.0 / (counts.sum(axis=1) - 1.0)
+    coincidences = (counts * per_unit[:, None]).T @ counts - np.diag(per_unit @ counts)
+    n_c = coincidences.sum(axis=0)
+    distance = _alpha_distances(domain, n_c, level)
+    expected = float(n_c @ distance @ n_c)
+    if expected == 0.0:
+        return math.nan
+    return 1.0 - (float(n_c.sum()) - 1.0) * float((coincidences * distance).sum()) / expected
+
+
+def _alpha_distances(
+    domain: npt.NDArray[np.float64], n_c: npt.NDArray[np.float64], level: Level
+) -> npt.NDArray[np.float64]:
+    """The squared distances ``d_ck`` of Krippendorff (2011) between the domain's values."""
+    c, k = domain[:, None], domain[None, :]
+    if level == "nominal":
+        return (c != k).astype(np.float64)
+    if level == "interval":
+        return np.asarray((c - k) ** 2, dtype=np.float64)
+    if level == "ratio":
+        total = c + k
+        ratio = np.divide(c - k, total, out=np.zeros(np.broadcast(c, k).shape), where=total != 0)
+        return np.asarray(ratio**2, dtype=np.float64)
+    # Ordinal: the values between c and k inclusive, less half of each end's count.
+    cumulative = np.concatenate([[0.0], np.cumsum(n_c)])
+    i = np.arange(len(domain))
+    low, high = np.minimum(i[:, None], i[None, :]), np.maximum(i[:, None], i[None, :])
+    between = cumulative[high + 1] - cumulative[low]
+    return np.asarray((between - (n_c[low] + n_c[high]) / 2.0) ** 2, dtype=np.float64)
 
 
 def fleiss_kappa(counts: npt.ArrayLike) -> float:
@@ -189,8 +229,10 @@ def cohen_kappa(
     Degenerate input returns NaN: no items, or chance agreement of 1 (both raters used one and
     the same category), where kappa is 0/0.
     """
-    a = np.asarray(rater_a, dtype=object)
-    b = np.asarray(rater_b, dtype=object)
+    # Numbers stay numbers (factorised as such); anything else is compared as objects.
+    a, b = np.asarray(rater_a), np.asarray(rater_b)
+    if a.dtype.kind not in "iub" or b.dtype.kind not in "iub":
+        a, b = a.astype(object), b.astype(object)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError("rater_a and rater_b must be 1-D and of equal length")
     if weights not in (None, "linear", "quadratic"):

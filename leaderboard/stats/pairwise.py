@@ -86,16 +86,35 @@ def _label_codes(labels: pd.Series) -> npt.NDArray[np.int64]:
     return position[codes] if len(found) else np.zeros(0, dtype=np.int64)
 
 
+def _key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
+    """Number the keys densely in sorted order (in order of appearance when they do not sort).
+
+    Integer keys in a range not much wider than their count (a study's pair ids) are numbered
+    by marking the range, in two array passes; others by pandas' factorize.
+    """
+    values = keys.to_numpy()
+    if values.dtype.kind in "iu" and values.size:
+        low, high = int(values.min()), int(values.max())
+        if high - low < 4 * values.size + 1024:
+            offset = values - low
+            seen = np.zeros(high - low + 1, dtype=bool)
+            seen[offset] = True
+            present = np.flatnonzero(seen)
+            position = np.cumsum(seen) - 1
+            return position[offset].astype(np.intp), present + low
+    try:
+        return pd.factorize(keys, sort=True)
+    except TypeError:
+        return pd.factorize(keys)
+
+
 def _encode_sources(
     frames: list[pd.DataFrame], key: str, label: str, rater: str
 ) -> tuple[list[_Coded], npt.NDArray[Any]]:
     """Code each frame's votes, numbering the keys of all frames together (sorted when the
     keys sort, else in order of appearance); return the codes and the key values."""
     keys = pd.concat([f[key] for f in frames], ignore_index=True) if frames else pd.Series()
-    try:
-        key_codes, key_values = pd.factorize(keys, sort=True)
-    except TypeError:
-        key_codes, key_values = pd.factorize(keys)
+    key_codes, key_values = _key_codes(keys)
     out = []
     start = 0
     for frame in frames:

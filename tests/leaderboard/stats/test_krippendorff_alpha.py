@@ -3,6 +3,7 @@ from itertools import permutations
 
 import krippendorff
 import numpy as np
+import pandas as pd
 import pytest
 
 from leaderboard.stats.agreement import Level, krippendorff_alpha, krippendorff_alpha_from_long
@@ -134,3 +135,33 @@ def test_krippendorff_alpha_is_one_for_perfect_agreement_with_variation() -> Non
 def test_krippendorff_alpha_rejects_an_unknown_level() -> None:
     with pytest.raises(ValueError, match="level"):
         krippendorff_alpha(RELIABILITY_DATA, "cardinal")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_alpha_from_long_equals_the_package_on_uneven_sparse_data(level: Level, seed: int) -> None:
+    # Units with 1 to 5 ratings (single ones are not pairable), values 1-8 with some unused.
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 6, 3000)
+    units = np.repeat(np.arange(sizes.size), sizes)
+    values = np.clip(rng.integers(1, 9, sizes.size)[units] + rng.integers(-2, 3, units.size), 2, 8)
+
+    alpha = krippendorff_alpha_from_long(units, values, level)
+
+    counts = np.zeros((sizes.size, 9), dtype=int)
+    np.add.at(counts, (units, values), 1)
+    pairable = counts[counts.sum(axis=1) >= 2][:, 2:]
+    expected = krippendorff.alpha(
+        value_counts=pairable, value_domain=np.arange(2, 9), level_of_measurement=level
+    )
+    assert alpha == pytest.approx(expected, abs=1e-12)
+
+
+def test_alpha_from_long_reads_a_categorical_by_its_codes_with_missing_values() -> None:
+    labels = ["A", "B", "tie", None, "A", "A", "tie", "B", "B", None]
+    units = [1, 1, 2, 2, 2, 3, 3, 4, 4, 4]
+    categorical = pd.Series(pd.Categorical(labels, categories=["A", "B", "tie"]))
+
+    assert krippendorff_alpha_from_long(units, categorical, "nominal") == pytest.approx(
+        krippendorff_alpha_from_long(units, labels, "nominal"), abs=1e-15
+    )
