@@ -575,7 +575,7 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     # What was shown first, for position bias: only live calls in one order know it.
     human_cols = pairs.set_index("pair_id")
     human = human.join(human_cols, on="pair_id")
-    human["source"] = "human"
+    human["source"] = pd.Categorical.from_codes(np.zeros(len(human), dtype=np.int64), ["human"])
     a_left = human["a_left"].to_numpy(dtype=object)
     human["shown_first"] = pd.Categorical.from_codes(
         np.where(a_left == True, 0, np.where(a_left == False, 1, -1)),  # noqa: E712

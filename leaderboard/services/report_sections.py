@@ -77,7 +77,7 @@ def _length_source(frame: pd.DataFrame, lengths: pd.DataFrame, confidence: float
     bias = length_bias(
         merged["len_a"].to_numpy(),
         merged["len_b"].to_numpy(),
-        merged["label"].to_numpy(),
+        merged["label"],
         confidence=confidence,
     )
     diff = (merged["len_b"] - merged["len_a"]).to_numpy(dtype=np.float64)
@@ -363,7 +363,7 @@ def gold_order_section(
         accuracy[name] = {}
         for kind in GOLD_KINDS:
             side_of = kinds[kinds["kind"] == kind].set_index("pair_id")["side"]
-            mine = frame[frame["pair_id"].isin(side_of.index)]
+            mine = frame.iloc[:0] if side_of.empty else frame[frame["pair_id"].isin(side_of.index)]
             cell: dict[str, Any] = {
                 "votes": _accuracy(
                     mine["label"].to_numpy(dtype=object),

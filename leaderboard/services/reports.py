@@ -551,17 +551,20 @@ def _with_metadata(
     params: ReportParams,
     extras: ReportExtras | None = None,
 ) -> dict[str, Any]:
-    if extras is None:
-        # The extra rows are read (by PostgreSQL, in a process of its own) while the statistics
-        # are computed here.
-        extras, body = run_parallel(
-            lambda: report_extras_get(study=study, votes=votes),
-            lambda: agreement_report_compute(votes=votes, params=params),
-            uses_database=True,
-        )
-    else:
-        body = agreement_report_compute(votes=votes, params=params)
-    body |= report_sections_compute(votes=votes, extras=extras, confidence=params.confidence)
+
+    def later_part() -> tuple[ReportExtras, dict[str, Any], str]:
+        read = extras or report_extras_get(study=study, votes=votes)
+        sections = report_sections_compute(votes=votes, extras=read, confidence=params.confidence)
+        return read, sections, report_data_hash(votes=votes, extras=read)
+
+    # The extra rows are read (by PostgreSQL, in a process of its own), the later sections and
+    # the data hash computed, beside the agreement statistics and the leaderboards.
+    (extras, sections, data_hash), body = run_parallel(
+        later_part,
+        lambda: agreement_report_compute(votes=votes, params=params),
+        uses_database=extras is None,
+    )
+    body |= sections
     params_out = _params_dict(filters, params)
     params_out["filters"]["raters"] = votes.raters
     metadata_out = {
@@ -571,7 +574,7 @@ def _with_metadata(
         "study": {"slug": study.slug, "name": study.name},
         "seed": params.seed,
         "parameters": params_out,
-        "data_hash": report_data_hash(votes=votes, extras=extras),
+        "data_hash": data_hash,
         "definition": DEFINITION,
         "raters": {"set": votes.raters, "definition": RATERS_DEFINITION[votes.raters]},
     }

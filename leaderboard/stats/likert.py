@@ -11,6 +11,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 Preference = Literal["A", "B", "tie"]
 PREFERENCES: tuple[Preference, ...] = ("A", "B", "tie")
@@ -65,8 +66,19 @@ def preference_sign(preferences: npt.ArrayLike) -> npt.NDArray[np.float64]:
     Used to correlate a preference with a signed covariate (for example ``len_b - len_a``), so that
     a positive correlation means "prefers B when B is larger".
     """
-    prefs = np.asarray(preferences, dtype=object)
-    unknown = set(prefs.tolist()) - set(PREFERENCES)
+    # Factorised first (a Categorical by its codes), so each distinct label is checked once.
+    values = (
+        preferences
+        if isinstance(preferences, pd.Series | pd.Categorical)
+        else np.asarray(preferences, dtype=object)
+    )
+    codes, seen = pd.factorize(values)
+    labels = [str(v) for v in seen.tolist()]
+    unknown = set(labels) - set(PREFERENCES)
+    if (codes < 0).any():
+        unknown.add("None")
     if unknown:
-        raise ValueError(f"unknown preference labels: {sorted(map(str, unknown))}")
-    return np.where(prefs == "A", -1.0, np.where(prefs == "B", 1.0, 0.0)).astype(np.float64)
+        raise ValueError(f"unknown preference labels: {sorted(unknown)}")
+    signs = {"A": -1.0, "B": 1.0, "tie": 0.0}
+    lookup = np.array([signs[label] for label in labels], dtype=np.float64)
+    return lookup[codes] if len(labels) else np.zeros(len(codes), dtype=np.float64)

@@ -147,11 +147,11 @@ def _within(coded: _Coded, n_keys: int) -> tuple[npt.NDArray[np.int64], ...]:
 
     All pairs on a key, minus the pairs whose two votes come from the same rater."""
     counts = _counts(coded, n_keys)
-    decisive = counts[:, :2]
-    agree_s1 = _pairs(counts).sum(axis=1)
-    total_s1 = _pairs(counts.sum(axis=1))
-    agree_s2 = _pairs(decisive).sum(axis=1)
-    total_s2 = _pairs(decisive.sum(axis=1))
+    a, b, t = counts[:, 0], counts[:, 1], counts[:, 2]
+    agree_s2 = _pairs(a) + _pairs(b)
+    agree_s1 = agree_s2 + _pairs(t)
+    total_s1 = _pairs(a + b + t)
+    total_s2 = _pairs(a + b)
     n_raters = int(coded.rater.max()) + 1 if coded.rater.size else 1
     cell = coded.key * n_raters + coded.rater
     cells, per_cell = np.unique(cell, return_counts=True)
@@ -180,19 +180,23 @@ def _across(
 ) -> tuple[npt.NDArray[np.int64], ...]:
     """Per key: every vote of x against every vote of y (S1), and decisive against decisive
     (S2); a key missing from either source has no comparisons."""
-    agree_s1 = (cx * cy).sum(axis=1)
-    total_s1 = cx.sum(axis=1) * cy.sum(axis=1)
-    agree_s2 = (cx[:, :2] * cy[:, :2]).sum(axis=1)
-    total_s2 = cx[:, :2].sum(axis=1) * cy[:, :2].sum(axis=1)
+    # Column by column: numpy sums a row of three slowly, three columns fast.
+    xa, xb, xt = cx[:, 0], cx[:, 1], cx[:, 2]
+    ya, yb, yt = cy[:, 0], cy[:, 1], cy[:, 2]
+    agree_s2 = xa * ya + xb * yb
+    agree_s1 = agree_s2 + xt * yt
+    decisive_x, decisive_y = xa + xb, ya + yb
+    total_s1 = (decisive_x + xt) * (decisive_y + yt)
+    total_s2 = decisive_x * decisive_y
     return agree_s1, total_s1, agree_s2, total_s2
 
 
 def _majority_counts(counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """One vote per key with votes: its majority label, "tie" when the top count is shared."""
-    voted = counts.sum(axis=1) > 0
-    top = counts.max(axis=1, keepdims=True)
-    unique_top = (counts == top).sum(axis=1) == 1
-    winner = np.where(unique_top, counts.argmax(axis=1), 2)
+    a, b, t = counts[:, 0], counts[:, 1], counts[:, 2]
+    voted = (a + b + t) > 0
+    # A unique top count wins; any shared top (or no votes) is a tie.
+    winner = np.where((a > b) & (a > t), 0, np.where((b > a) & (b > t), 1, 2))
     out = np.zeros_like(counts)
     out[np.flatnonzero(voted), winner[voted]] = 1
     return out
