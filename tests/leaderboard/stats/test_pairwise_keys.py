@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 from leaderboard.stats.pairwise import pairwise_agreement_by_unit
 
 
-def votes(keys: list[object], seed: int = 0) -> pd.DataFrame:
+def votes(keys: Sequence[object], seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     unit = rng.integers(0, len(keys), 400)
     return pd.DataFrame(
