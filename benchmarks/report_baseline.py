@@ -173,15 +173,17 @@ def _encode(battles: pd.DataFrame) -> ratings._Encoded:
 
 def _elo_bootstrap_blocks(
     enc: ratings._Encoded,
-    rng: np.random.Generator,
-    block_rows: int,
+    key: np.uint64,
     rounds: int,
     k: float,
     scale: float,
     base: float,
 ) -> tuple[Any, Any]:
-    """Blocks drawn by numpy, played by the per-battle compiled loop over three arrays."""
+    """Blocks drawn by numpy's ``Generator.integers``, played by the per-battle compiled loop
+    over three arrays, on one thread: other draws than the fast path's, the same distribution."""
     n = len(enc.a)
+    rng = np.random.default_rng(int(key))
+    block_rows = max(1, ratings._BLOCK_CELLS // rounds)
     blocks = (
         rng.integers(0, n, size=(min(block_rows, n - s), rounds)) for s in range(0, n, block_rows)
     )
