@@ -2,7 +2,7 @@
 
 These are the versions of the report's hot spots before they were made fast: pandas group-bys
 on string labels for agreement, one resample of unit indices per bootstrap round, online Elo fed
-from numpy-drawn blocks indexing three arrays of the battles' length, a dictionary lookup per
+from materialised blocks of draws indexing three arrays of the battles' length, a dictionary lookup per
 battle, a pivot table for flip rates. `baseline()` swaps them in, so that the benchmark times the
 same report both ways in one run.
 """
@@ -173,17 +173,20 @@ def _encode(battles: pd.DataFrame) -> ratings._Encoded:
 
 def _elo_bootstrap_blocks(
     enc: ratings._Encoded,
-    rng: np.random.Generator,
-    block_rows: int,
+    key: np.uint64,
     rounds: int,
     k: float,
     scale: float,
     base: float,
 ) -> tuple[Any, Any]:
-    """Blocks drawn by numpy, played by the per-battle compiled loop over three arrays."""
+    """The same draws as the fast path, materialised in blocks of battle positions by numpy and
+    played by the per-battle compiled loop over three arrays, on one thread."""
     n = len(enc.a)
+    block_rows = max(1, ratings._BLOCK_CELLS // rounds)
+    all_rounds = np.arange(rounds)
     blocks = (
-        rng.integers(0, n, size=(min(block_rows, n - s), rounds)) for s in range(0, n, block_rows)
+        ratings._draws(key, n, all_rounds, np.arange(s, min(s + block_rows, n)))
+        for s in range(0, n, block_rows)
     )
     return ratings._elo_compiled(enc, blocks, rounds, k, scale, base)
 

@@ -8,7 +8,9 @@ no information and is rejected (ValueError) rather than dropped silently.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -94,17 +96,60 @@ def _empty_ratings() -> pd.DataFrame:
     )
 
 
+# Constants of SplitMix64: the golden-ratio increment and D. Stafford's "Mix13" finaliser.
+_GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX13_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX13_2 = np.uint64(0x94D049BB133111EB)
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _draw_key(seed: int) -> np.uint64:
+    """Return the 64-bit key of the bootstrap draws: numpy's ``SeedSequence(seed)`` hashed state."""
+    return np.random.SeedSequence(seed).generate_state(1, np.uint64)[0]
+
+
+def _draws(
+    key: np.uint64, n: int, rounds: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Return the battle drawn at each of ``positions`` (rows) in each of ``rounds`` (columns).
+
+    The numpy form of the protocol of :func:`bootstrap_battle_indices`, vectorised.
+    """
+    counter = rounds[None, :].astype(np.uint64) * np.uint64(n) + positions[:, None].astype(
+        np.uint64
+    )
+    z = key + (counter + np.uint64(1)) * _GOLDEN_GAMMA  # uint64 arithmetic wraps modulo 2**64.
+    z = (z ^ (z >> np.uint64(30))) * _MIX13_1
+    z = (z ^ (z >> np.uint64(27))) * _MIX13_2
+    z ^= z >> np.uint64(31)
+    bound = np.uint64(n)
+    high = ((z >> np.uint64(32)) * bound + (((z & _LOW32) * bound) >> np.uint64(32))) >> np.uint64(
+        32
+    )
+    return high.astype(np.int64)
+
+
 def bootstrap_battle_indices(n_battles: int, rounds: int, seed: int) -> npt.NDArray[np.int64]:
     """Return the (rounds, n_battles) battle indices that :func:`elo_bootstrap` draws.
 
-    Protocol: ``rng = numpy.random.default_rng(seed)``; ``rng.integers(0, n_battles,
-    size=(n_battles, rounds))`` gives, in row ``t`` and column ``r``, the battle played at position
-    ``t`` of round ``r``; this function returns its transpose. Each round is thus a sample of the
-    battles with replacement in a new order. Provided so that a reference implementation can
-    replay exactly the same rounds.
+    Protocol (counter-based, so that any round and position can be drawn on its own): the key
+    ``K`` is ``numpy.random.SeedSequence(seed).generate_state(1, uint64)[0]``; the draw at
+    position ``t`` of round ``r`` is word ``c = r * n_battles + t`` of the SplitMix64 sequence
+    keyed by ``K``, ``u = mix13(K + (c + 1) * 0x9E3779B97F4A7C15 mod 2**64)``, mapped to a battle
+    by the multiply-high ``floor(u * n_battles / 2**64)`` (computed exactly, for
+    ``n_battles < 2**32``). Each round is thus a sample of the battles with replacement in a new
+    order. Sources: G. Steele, D. Lea & C. Flood (2014), "Fast splittable pseudorandom number
+    generators", OOPSLA (SplitMix64); D. Stafford (2011), "Better bit mixing" (Mix13); D. Lemire
+    (2019), "Fast random integer generation in an interval", ACM TOMACS 29(1) (multiply-high).
+    Without Lemire's rejection step a battle's probability is ``floor(2**64 / n)`` or
+    ``ceil(2**64 / n)`` over ``2**64``, off 1/n by less than ``n / 2**64`` relative (5e-14 for a
+    million battles): far below any bootstrap noise. Provided so that a reference implementation
+    can replay exactly the same rounds.
     """
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, n_battles, size=(n_battles, rounds)).T.copy()
+    if not 0 < n_battles < 2**32:
+        raise ValueError("the bootstrap draws need between 1 and 2**32 - 1 battles")
+    key = _draw_key(seed)
+    return _draws(key, n_battles, np.arange(rounds), np.arange(n_battles)).T.copy()
 
 
 def _elo_lockstep(
@@ -184,68 +229,86 @@ def _elo_rounds_loop(
 _elo_rounds_compiled = numba.njit(nogil=True)(_elo_rounds_loop) if HAVE_NUMBA else None
 
 
-def _bounded_fill(
-    stream: npt.NDArray[np.uint32], start: int, n: int, out: npt.NDArray[np.int64]
-) -> int:
-    """Fill ``out`` with numpy's ``Generator.integers(0, n)`` draws from a stream of 32-bit words.
-
-    ``stream`` is the generator's ``bit_generator.random_raw()`` output viewed as uint32 (low
-    word first, the order in which PCG64 hands out 32-bit values), read from ``start``. The
-    algorithm is numpy's for ranges below 2**32 - 1: Lemire's multiply-and-shift with
-    rejection (D. Lemire (2019), "Fast random integer generation in an interval", ACM TOMACS
-    29(1)). Return the position after the last word used, or -1 when the stream ran out.
-    Compiled by numba; called only compiled.
-    """
-    bound = np.uint64(n)
-    threshold = np.uint64((np.uint64(0xFFFFFFFF) - np.uint64(n - 1)) % bound)
-    low_mask = np.uint64(0xFFFFFFFF)
-    pos = start
-    flat = out.ravel()
-    for i in range(flat.size):
-        if pos >= stream.size:
-            return -1
-        m = np.uint64(stream[pos]) * bound
-        pos += 1
-        if (m & low_mask) < bound:
-            while (m & low_mask) < threshold:
-                if pos >= stream.size:
-                    return -1
-                m = np.uint64(stream[pos]) * bound
-                pos += 1
-        flat[i] = np.int64(m >> np.uint64(32))
-    return pos
+# Rounds played side by side by one thread: their Elo chains are independent, so the CPU overlaps
+# them.
+_GROUP = 16
+# Battle positions whose draws are made, and looked up by kind, ahead of being played.
+_CHUNK = 256
+# Below this many updates the work runs on the calling thread: starting threads would cost more.
+_THREAD_MIN_UPDATES = 1 << 18
 
 
-def _elo_kinds_loop(
+def _mix13(z: np.uint64) -> np.uint64:
+    """Stafford's Mix13, the SplitMix64 output function. Compiled by numba; called only compiled."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX13_1
+    z = (z ^ (z >> np.uint64(27))) * _MIX13_2
+    return z ^ (z >> np.uint64(31))
+
+
+def _elo_draws_loop(
     v: npt.NDArray[np.float64],
     played: npt.NDArray[np.bool_],
-    kind: npt.NDArray[np.int16],
+    kind: npt.NDArray[np.uint8] | npt.NDArray[np.uint16],
     kind_a: npt.NDArray[np.intp],
     kind_b: npt.NDArray[np.intp],
     kind_score: npt.NDArray[np.float64],
-    block: npt.NDArray[np.int64],
+    n: int,
+    key: np.uint64,
+    first: int,
+    stop: int,
     k: float,
     log_base_over_scale: float,
 ) -> None:
-    """:func:`_elo_rounds_loop`, operation for operation, with each battle looked up by its
-    kind (models and outcome): one small array that stays in cache instead of three arrays of
-    the battles' length. Compiled by numba; called only compiled."""
-    for t in range(block.shape[0]):
-        for r in range(block.shape[1]):
-            c = kind[block[t, r]]
-            ia = kind_a[c]
-            ib = kind_b[c]
-            ra = v[r, ia]
-            rb = v[r, ib]
-            delta = k * (kind_score[c] - 1.0 / (1.0 + np.exp((rb - ra) * log_base_over_scale)))
-            v[r, ia] = ra + delta
-            v[r, ib] = rb - delta
-            played[r, ia] = True
-            played[r, ib] = True
+    """Play rounds ``first`` to ``stop - 1`` of the bootstrap into ``v`` and ``played``, in place.
+
+    Each draw is made on the fly by the protocol of :func:`bootstrap_battle_indices` and looked up
+    by its battle's kind (models and outcome): a byte per battle plus one small table, instead
+    of three arrays of the battles' length. The update is :func:`_elo_rounds_loop`'s, with
+    ``base ** (x / scale)`` as ``exp(x ln(base) / scale)``. Rounds run in groups of
+    ``_GROUP``; the draws of ``_CHUNK`` positions are made first (independent loads the CPU
+    overlaps), then played. Releases the GIL, so threads may run disjoint round ranges.
+    Compiled by numba; called only compiled.
+    """
+    bound = np.uint64(n)
+    drawn = np.zeros((_CHUNK, _GROUP), dtype=np.uint8)
+    ia = np.zeros(_GROUP, dtype=np.intp)
+    ib = np.zeros(_GROUP, dtype=np.intp)
+    score = np.zeros(_GROUP)
+    diff = np.zeros(_GROUP)
+    delta = np.zeros(_GROUP)
+    for group in range(first, stop, _GROUP):
+        width = min(_GROUP, stop - group)
+        for chunk in range(0, n, _CHUNK):
+            length = min(_CHUNK, n - chunk)
+            for t in range(length):
+                for j in range(width):
+                    c = np.uint64(group + j) * bound + np.uint64(chunk + t)
+                    u = _mix13_compiled(key + (c + np.uint64(1)) * _GOLDEN_GAMMA)
+                    high = (u >> np.uint64(32)) * bound + (((u & _LOW32) * bound) >> np.uint64(32))
+                    drawn[t, j] = kind[high >> np.uint64(32)]
+            for t in range(length):
+                for j in range(width):
+                    c = drawn[t, j]
+                    ia[j] = kind_a[c]
+                    ib[j] = kind_b[c]
+                    score[j] = kind_score[c]
+                    diff[j] = v[group + j, ib[j]] - v[group + j, ia[j]]
+                for j in range(width):
+                    expected = 1.0 / (1.0 + math.exp(diff[j] * log_base_over_scale))
+                    delta[j] = k * (score[j] - expected)
+                for j in range(width):
+                    v[group + j, ia[j]] += delta[j]
+                    v[group + j, ib[j]] -= delta[j]
+                    played[group + j, ia[j]] = True
+                    played[group + j, ib[j]] = True
 
 
-_bounded_fill_compiled = numba.njit(nogil=True)(_bounded_fill) if HAVE_NUMBA else None
-_elo_kinds_compiled = numba.njit(nogil=True)(_elo_kinds_loop) if HAVE_NUMBA else None
+if HAVE_NUMBA:
+    _mix13_compiled = numba.njit(_mix13)
+    _elo_draws_compiled = numba.njit(nogil=True)(_elo_draws_loop)
+else:
+    _elo_draws_compiled = None  # type: ignore[assignment]
+
 # "numba" when numba is installed; tests switch to "numpy" to check the fallback path too.
 _ENGINE: Literal["numba", "numpy"] = "numba" if HAVE_NUMBA else "numpy"
 
@@ -270,19 +333,29 @@ def _elo_compiled(
     return v, played
 
 
+def _threads() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _elo_bootstrap_fused(
     enc: _Encoded,
-    rng: np.random.Generator,
-    block_rows: int,
+    key: np.uint64,
     rounds: int,
     k: float,
     scale: float,
     base: float,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """The numba engine of :func:`elo_bootstrap`: the same blocks of draws as
-    ``rng.integers(0, n, size=(block_rows, rounds))``, made by :func:`_bounded_fill` from the
-    generator's raw words, each played by :func:`_elo_kinds_loop`."""
-    if _bounded_fill_compiled is None or _elo_kinds_compiled is None:
+    """The numba engine of :func:`elo_bootstrap`: :func:`_elo_draws_loop` over the rounds, split
+    into contiguous ranges run by one thread per CPU.
+
+    Python threads around a GIL-free kernel rather than numba's ``parallel=True``: Celery's
+    prefork workers fork, and numba's workqueue threading layer is not fork-safe.
+    """
+    if _elo_draws_compiled is None:
         raise RuntimeError("the fused engine needs numba installed")
     m, n = len(enc.models), len(enc.a)
     # A battle's kind: (model a, model b, outcome) numbered densely.
@@ -290,30 +363,30 @@ def _elo_bootstrap_fused(
     kinds, kind = np.unique(code, return_inverse=True)
     pair, outcome = np.divmod(kinds, 3)
     kind_a, kind_b = np.divmod(pair, m)
-    kind_small = kind.astype(np.int16 if kinds.size < 2**15 else np.int64)
     v = np.zeros((rounds, m))
     played = np.zeros((rounds, m), dtype=bool)
+    groups = -(-rounds // _GROUP)
+    workers = 1 if n * rounds < _THREAD_MIN_UPDATES else min(_threads(), groups)
+    # Contiguous ranges of whole groups, so that no group is split between threads.
+    bounds = [min(rounds, _GROUP * (groups * w // workers)) for w in range(workers + 1)]
+    arguments = (
+        kind.astype(np.uint8 if kinds.size <= 256 else np.uint16),
+        kind_a.astype(np.intp),
+        kind_b.astype(np.intp),
+        outcome / 2.0,
+        n,
+        key,
+    )
     coefficient = math.log(base) / scale
-    stream = np.empty(0, dtype=np.uint32)
-    pos = 0
-    for start in range(0, n, block_rows):
-        block = np.empty((min(block_rows, n - start), rounds), dtype=np.int64)
-        while (end := _bounded_fill_compiled(stream, pos, n, block)) < 0:
-            # Rejections are rare (fewer than n in 2**32 words): a little headroom suffices.
-            more = rng.bit_generator.random_raw(block.size // 2 + 1024).view(np.uint32)
-            stream, pos = np.concatenate([stream[pos:], more]), 0
-        pos = end
-        _elo_kinds_compiled(
-            v,
-            played,
-            kind_small,
-            kind_a.astype(np.intp),
-            kind_b.astype(np.intp),
-            outcome / 2.0,
-            block,
-            k,
-            coefficient,
-        )
+
+    def play(w: int) -> None:
+        _elo_draws_compiled(v, played, *arguments, bounds[w], bounds[w + 1], k, coefficient)
+
+    if workers == 1:
+        play(0)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(play, range(workers)))
     return v, played
 
 
@@ -349,15 +422,14 @@ def elo_bootstrap(
     Arena Elo notebook (Zheng et al. 2023), as followed by the Hugging Face H4 study "Can
     foundation models label data like humans?" (2023).
 
-    With numba installed the draws and the per-battle loop are compiled together (the draws are
-    numpy's, reproduced from the generator's raw words; see :func:`_bounded_fill`); without it
-    all rounds advance in lockstep, battle position by battle position, on a (rounds x models)
-    rating matrix, so the Python loop runs once per battle position instead of once per battle
-    per round. Both give
-    the same ratings up to floating-point rounding. A model that does not appear in a round's
-    sample has no rating in that round (as in the notebook) and the percentiles skip it.
-    Returns columns model, rating (median), lower, upper, sorted by rating descending; no
-    battles gives an empty frame.
+    With numba installed the draws are made on the fly inside the compiled per-battle loop
+    (:func:`_elo_draws_loop`), rounds spread over one thread per CPU; without it the draws come in
+    blocks of battle positions and all rounds advance in lockstep on a (rounds x models) rating
+    matrix, so the Python loop runs once per battle position instead of once per battle per
+    round. Both give the same ratings up to floating-point rounding. A model that does not
+    appear in a round's sample has no rating in that round (as in the notebook) and the
+    percentiles skip it. Returns columns model, rating (median), lower, upper, sorted by rating
+    descending; no battles gives an empty frame.
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
@@ -365,16 +437,17 @@ def elo_bootstrap(
     n = len(enc.a)
     if n == 0:
         return _empty_ratings()
-    rng = np.random.default_rng(seed)
-    block = max(1, _BLOCK_CELLS // rounds)
-    # The fused engine reproduces numpy's draws for ranges below 2**32 - 1 (numpy switches
-    # algorithm above); the battles of any real study are far fewer.
-    if _ENGINE == "numba" and n < 2**32 - 1:
-        relative, played = _elo_bootstrap_fused(enc, rng, block, rounds, k, scale, base)
+    if n >= 2**32:
+        raise ValueError("the bootstrap draws need fewer than 2**32 battles")
+    key = _draw_key(seed)
+    if _ENGINE == "numba":
+        relative, played = _elo_bootstrap_fused(enc, key, rounds, k, scale, base)
     else:
-        # Drawing (block, rounds) slices one after another reproduces one big
-        # rng.integers(0, n, size=(n, rounds)) draw without holding it all in memory.
-        blocks = (rng.integers(0, n, size=(min(block, n - s), rounds)) for s in range(0, n, block))
+        block = max(1, _BLOCK_CELLS // rounds)
+        all_rounds = np.arange(rounds)
+        blocks = (
+            _draws(key, n, all_rounds, np.arange(s, min(s + block, n))) for s in range(0, n, block)
+        )
         relative, played = _run_elo(enc, blocks, rounds, k, scale, base)
     ratings = np.where(played, relative + init, np.nan)
     lower, median, upper = np.nanquantile(ratings, _QUANTILES, axis=0)
