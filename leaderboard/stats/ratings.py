@@ -143,8 +143,9 @@ def bootstrap_battle_indices(n_battles: int, rounds: int, seed: int) -> npt.NDAr
     (2019), "Fast random integer generation in an interval", ACM TOMACS 29(1) (multiply-high).
     Without Lemire's rejection step a battle's probability is ``floor(2**64 / n)`` or
     ``ceil(2**64 / n)`` over ``2**64``, off 1/n by less than ``n / 2**64`` relative (5e-14 for a
-    million battles): far below any bootstrap noise. Provided so that a reference implementation
-    can replay exactly the same rounds.
+    million battles): far below any bootstrap noise. The indices number the battles in
+    :func:`canonical_battle_order`. Provided so that a reference implementation can replay
+    exactly the same rounds.
     """
     if not 0 < n_battles < 2**32:
         raise ValueError("the bootstrap draws need between 1 and 2**32 - 1 battles")
@@ -234,6 +235,10 @@ _elo_rounds_compiled = numba.njit(nogil=True)(_elo_rounds_loop) if HAVE_NUMBA el
 _GROUP = 16
 # Battle positions whose draws are made, and looked up by kind, ahead of being played.
 _CHUNK = 256
+# Buckets of battle positions in the table that finds a drawn position's kind: a power of two,
+# so that a draw's bucket is the top bits of its random word.
+_BUCKETS = 4096
+_BUCKET_SHIFT = np.uint64(64 - 12)
 # Below this many updates the work runs on the calling thread: starting threads would cost more.
 _THREAD_MIN_UPDATES = 1 << 18
 
@@ -246,9 +251,10 @@ def _mix13(z: np.uint64) -> np.uint64:
 
 
 def _elo_draws_loop(
-    v: npt.NDArray[np.float64],
+    q: npt.NDArray[np.float64],
     played: npt.NDArray[np.bool_],
-    kind: npt.NDArray[np.uint8] | npt.NDArray[np.uint16],
+    bucket_kind: npt.NDArray[np.int64],
+    kind_end: npt.NDArray[np.int64],
     kind_a: npt.NDArray[np.intp],
     kind_b: npt.NDArray[np.intp],
     kind_score: npt.NDArray[np.float64],
@@ -259,23 +265,28 @@ def _elo_draws_loop(
     k: float,
     log_base_over_scale: float,
 ) -> None:
-    """Play rounds ``first`` to ``stop - 1`` of the bootstrap into ``v`` and ``played``, in place.
+    """Play rounds ``first`` to ``stop - 1`` of the bootstrap into ``q`` and ``played``, in place.
 
-    Each draw is made on the fly by the protocol of :func:`bootstrap_battle_indices` and looked up
-    by its battle's kind (models and outcome): a byte per battle plus one small table, instead
-    of three arrays of the battles' length. The update is :func:`_elo_rounds_loop`'s, with
-    ``base ** (x / scale)`` as ``exp(x ln(base) / scale)``. Rounds run in groups of
-    ``_GROUP``; the draws of ``_CHUNK`` positions are made first (independent loads the CPU
-    overlaps), then played. Releases the GIL, so threads may run disjoint round ranges.
-    Compiled by numba; called only compiled.
+    The battles are in canonical order (:func:`canonical_battle_order`), so that battles of one
+    kind (models and outcome) are contiguous: kind ``c`` holds positions ``kind_end[c - 1]`` to
+    ``kind_end[c] - 1``. Each draw is made on the fly by the protocol of
+    :func:`bootstrap_battle_indices` and turned into its kind through a table of ``B`` buckets
+    of the random word (``bucket_kind[b]``: the kind at the first position the bucket's words
+    map to), then a step past the kinds that end before the position: a few reads of small
+    tables that stay in cache, not a read in an array of the battles' length.
+
+    Ratings are kept as strengths ``q = exp(R ln(base) / scale)``: the expected score of A is
+    then ``q_a / (q_a + q_b)`` and the update ``R += d`` is ``q *= exp(d ln(base) / scale)``, an
+    exponential of a small number (at most ``k ln(base) / scale``: 0.023 for the defaults),
+    computed by its Taylor series to the 13th power when that number is below 1/4 (a relative
+    error under 1e-16), by ``exp`` otherwise. Rounds run in groups of ``_GROUP``, whose chains are
+    independent; the draws of ``_CHUNK`` positions are made first, then played. Releases the GIL,
+    so threads may run disjoint round ranges. Compiled by numba; called only compiled.
     """
     bound = np.uint64(n)
-    drawn = np.zeros((_CHUNK, _GROUP), dtype=np.uint8)
-    ia = np.zeros(_GROUP, dtype=np.intp)
-    ib = np.zeros(_GROUP, dtype=np.intp)
-    score = np.zeros(_GROUP)
-    diff = np.zeros(_GROUP)
-    delta = np.zeros(_GROUP)
+    step = k * log_base_over_scale
+    series = abs(step) < 0.25
+    drawn = np.zeros((_CHUNK, _GROUP), dtype=np.int32)
     for group in range(first, stop, _GROUP):
         width = min(_GROUP, stop - group)
         for chunk in range(0, n, _CHUNK):
@@ -285,22 +296,40 @@ def _elo_draws_loop(
                     c = np.uint64(group + j) * bound + np.uint64(chunk + t)
                     u = _mix13_compiled(key + (c + np.uint64(1)) * _GOLDEN_GAMMA)
                     high = (u >> np.uint64(32)) * bound + (((u & _LOW32) * bound) >> np.uint64(32))
-                    drawn[t, j] = kind[high >> np.uint64(32)]
+                    position = np.int64(high >> np.uint64(32))
+                    kind = bucket_kind[np.int64(u >> _BUCKET_SHIFT)]
+                    while position >= kind_end[kind]:
+                        kind += 1
+                    drawn[t, j] = kind
             for t in range(length):
                 for j in range(width):
-                    c = drawn[t, j]
-                    ia[j] = kind_a[c]
-                    ib[j] = kind_b[c]
-                    score[j] = kind_score[c]
-                    diff[j] = v[group + j, ib[j]] - v[group + j, ia[j]]
-                for j in range(width):
-                    expected = 1.0 / (1.0 + math.exp(diff[j] * log_base_over_scale))
-                    delta[j] = k * (score[j] - expected)
-                for j in range(width):
-                    v[group + j, ia[j]] += delta[j]
-                    v[group + j, ib[j]] -= delta[j]
-                    played[group + j, ia[j]] = True
-                    played[group + j, ib[j]] = True
+                    kind = drawn[t, j]
+                    a = kind_a[kind]
+                    b = kind_b[kind]
+                    qa = q[group + j, a]
+                    qb = q[group + j, b]
+                    x = step * (kind_score[kind] - qa / (qa + qb))
+                    if series:
+                        x2 = x * x
+                        even = 1.0 + x2 * (
+                            _E2 + x2 * (_E4 + x2 * (_E6 + x2 * (_E8 + x2 * (_E10 + x2 * _E12))))
+                        )
+                        odd = x * (
+                            1.0 + x2 * (_E3 + x2 * (_E5 + x2 * (_E7 + x2 * (_E9 + x2 * _E11))))
+                        )
+                        up, down = even + odd, even - odd
+                    else:
+                        up = math.exp(x)
+                        down = 1.0 / up
+                    q[group + j, a] = qa * up
+                    q[group + j, b] = qb * down
+                    played[group + j, a] = True
+                    played[group + j, b] = True
+
+
+# 1/i! for the Taylor series of exp in _elo_draws_loop.
+_E2, _E3, _E4, _E5, _E6, _E7 = (1.0 / math.factorial(i) for i in range(2, 8))
+_E8, _E9, _E10, _E11, _E12 = (1.0 / math.factorial(i) for i in range(8, 13))
 
 
 if HAVE_NUMBA:
@@ -341,6 +370,52 @@ def _threads() -> int:
         return os.cpu_count() or 1
 
 
+def _kinds(
+    enc: _Encoded,
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]
+]:
+    """Each battle's kind (model a, model b, outcome numbered densely in that order), and each
+    kind's model a, model b and score of a."""
+    m = len(enc.models)
+    code = (enc.a * m + enc.b) * 3 + (2.0 * enc.score_a).astype(np.intp)
+    # Codes lie below 3 m²: numbered by marking the ones present, without sorting the battles.
+    present = np.bincount(code, minlength=3 * m * m) > 0
+    kinds = np.flatnonzero(present)
+    kind = (np.cumsum(present) - 1)[code]
+    pair, outcome = np.divmod(kinds, 3)
+    kind_a, kind_b = np.divmod(pair, m)
+    return kind.astype(np.int64), kind_a, kind_b, outcome / 2.0
+
+
+def _canonical_order(kind: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    # numpy's stable sort of 16-bit integers is a radix sort: linear in the battles.
+    small = kind.astype(np.int16) if kind.size and kind.max() < 2**15 else kind
+    return np.argsort(small, kind="stable")
+
+
+def canonical_battle_order(battles: pd.DataFrame) -> npt.NDArray[np.intp]:
+    """Return the order in which :func:`elo_bootstrap` numbers the battles for its draws.
+
+    The battles sorted by kind: model a, then model b (by name), then outcome (model_b, tie,
+    model_a), keeping the given order within a kind. Draw ``i`` of
+    :func:`bootstrap_battle_indices` plays battle ``canonical_battle_order(battles)[i]`` (a row
+    position in ``battles``). Numbering by kind makes the ratings independent of the order the
+    rows come in, and lets the compiled engine find a drawn battle's kind in small tables.
+    """
+    enc = _encode(battles)
+    return _canonical_order(_kinds(enc)[0]) if len(enc.a) else np.zeros(0, dtype=np.intp)
+
+
+def _canonical(enc: _Encoded) -> _Encoded:
+    """The battles in canonical order (:func:`canonical_battle_order`)."""
+    kind = _kinds(enc)[0]
+    if (kind[1:] >= kind[:-1]).all():
+        return enc
+    order = _canonical_order(kind)
+    return _Encoded(models=enc.models, a=enc.a[order], b=enc.b[order], score_a=enc.score_a[order])
+
+
 def _elo_bootstrap_fused(
     enc: _Encoded,
     key: np.uint64,
@@ -349,8 +424,9 @@ def _elo_bootstrap_fused(
     scale: float,
     base: float,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """The numba engine of :func:`elo_bootstrap`: :func:`_elo_draws_loop` over the rounds, split
-    into contiguous ranges run by one thread per CPU.
+    """The numba engine of :func:`elo_bootstrap` on battles in canonical order:
+    :func:`_elo_draws_loop` over the rounds, split into contiguous ranges run by one thread per
+    CPU. Returns the ratings relative to the initial one, and which models played.
 
     Python threads around a GIL-free kernel rather than numba's ``parallel=True``: Celery's
     prefork workers fork, and numba's workqueue threading layer is not fork-safe.
@@ -358,36 +434,40 @@ def _elo_bootstrap_fused(
     if _elo_draws_compiled is None:
         raise RuntimeError("the fused engine needs numba installed")
     m, n = len(enc.models), len(enc.a)
-    # A battle's kind: (model a, model b, outcome) numbered densely.
-    code = (enc.a * m + enc.b) * 3 + (2.0 * enc.score_a).astype(np.intp)
-    kinds, kind = np.unique(code, return_inverse=True)
-    pair, outcome = np.divmod(kinds, 3)
-    kind_a, kind_b = np.divmod(pair, m)
-    v = np.zeros((rounds, m))
+    kind, kind_a, kind_b, kind_score = _kinds(enc)
+    if (kind[1:] < kind[:-1]).any():
+        raise ValueError("the fused engine needs the battles in canonical order")
+    kind_end = np.cumsum(np.bincount(kind, minlength=kind_a.size)).astype(np.int64)
+    # Bucket b holds the draws u with b = u >> (64 - log2 B), whose positions floor(u n / 2**64)
+    # start at floor(b n / B): the kind there is the least a draw in the bucket can have.
+    starts = (np.arange(_BUCKETS, dtype=np.int64) * n) // _BUCKETS
+    bucket_kind = kind[starts]
+    q = np.ones((rounds, m))
     played = np.zeros((rounds, m), dtype=bool)
     groups = -(-rounds // _GROUP)
     workers = 1 if n * rounds < _THREAD_MIN_UPDATES else min(_threads(), groups)
     # Contiguous ranges of whole groups, so that no group is split between threads.
     bounds = [min(rounds, _GROUP * (groups * w // workers)) for w in range(workers + 1)]
     arguments = (
-        kind.astype(np.uint8 if kinds.size <= 256 else np.uint16),
+        bucket_kind,
+        kind_end,
         kind_a.astype(np.intp),
         kind_b.astype(np.intp),
-        outcome / 2.0,
+        kind_score,
         n,
         key,
     )
     coefficient = math.log(base) / scale
 
     def play(w: int) -> None:
-        _elo_draws_compiled(v, played, *arguments, bounds[w], bounds[w + 1], k, coefficient)
+        _elo_draws_compiled(q, played, *arguments, bounds[w], bounds[w + 1], k, coefficient)
 
     if workers == 1:
         play(0)
     else:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(play, range(workers)))
-    return v, played
+    return np.log(q) / coefficient, played
 
 
 def _run_elo(
@@ -439,6 +519,7 @@ def elo_bootstrap(
         return _empty_ratings()
     if n >= 2**32:
         raise ValueError("the bootstrap draws need fewer than 2**32 battles")
+    enc = _canonical(enc)
     key = _draw_key(seed)
     if _ENGINE == "numba":
         relative, played = _elo_bootstrap_fused(enc, key, rounds, k, scale, base)

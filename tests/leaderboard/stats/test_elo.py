@@ -8,6 +8,7 @@ from leaderboard.stats import ratings
 from leaderboard.stats.ratings import (
     RATING_COLUMNS,
     bootstrap_battle_indices,
+    canonical_battle_order,
     elo_bootstrap,
     elo_online,
     win_rate_matrix,
@@ -59,7 +60,7 @@ def test_elo_bootstrap_equals_a_plain_per_battle_loop_over_the_same_samples(engi
 
     result = elo_bootstrap(battles, rounds=rounds, seed=seed).set_index("model")
 
-    samples = bootstrap_battle_indices(len(battles), rounds, seed)
+    samples = canonical_battle_order(battles)[bootstrap_battle_indices(len(battles), rounds, seed)]
     per_round = pd.DataFrame([plain_online_elo(battles, sample) for sample in samples])
     expected = per_round.quantile([0.025, 0.5, 0.975])
     for model in STRENGTHS:
@@ -78,7 +79,7 @@ def test_elo_bootstrap_consumes_its_draws_in_blocks_without_changing_them(
 
     result = elo_bootstrap(battles, rounds=rounds, seed=seed).set_index("model")
 
-    samples = bootstrap_battle_indices(len(battles), rounds, seed)
+    samples = canonical_battle_order(battles)[bootstrap_battle_indices(len(battles), rounds, seed)]
     median = pd.DataFrame([plain_online_elo(battles, s) for s in samples]).median()
     for model in STRENGTHS:
         assert result.loc[model, "rating"] == pytest.approx(median[model], abs=1e-9)
@@ -88,7 +89,7 @@ def test_a_model_missing_from_a_bootstrap_round_is_skipped_in_that_round(engine:
     battles = simulated_battles(7, 60, STRENGTHS)
     battles.loc[0] = ["rare", "llama", "model_a"]
     rounds, seed = 200, 11
-    samples = bootstrap_battle_indices(len(battles), rounds, seed)
+    samples = canonical_battle_order(battles)[bootstrap_battle_indices(len(battles), rounds, seed)]
     assert 20 < sum(0 not in sample for sample in samples) < rounds - 20
 
     result = elo_bootstrap(battles, rounds=rounds, seed=seed).set_index("model")

@@ -10,7 +10,11 @@ import pytest
 
 from leaderboard.stats import ratings
 from leaderboard.stats.pairwise import bootstrap_agreement_ci
-from leaderboard.stats.ratings import bootstrap_battle_indices, elo_bootstrap
+from leaderboard.stats.ratings import (
+    bootstrap_battle_indices,
+    canonical_battle_order,
+    elo_bootstrap,
+)
 
 
 def random_battles(seed: int, n: int, models: int = 5) -> pd.DataFrame:
@@ -22,10 +26,11 @@ def random_battles(seed: int, n: int, models: int = 5) -> pd.DataFrame:
     return pd.DataFrame({"model_a": names[a], "model_b": names[b], "winner": winner})
 
 
-def elo_by_loops(battles: pd.DataFrame, rounds: int, seed: int) -> pd.DataFrame:
+def elo_by_loops(battles: pd.DataFrame, rounds: int, seed: int, k: float = 4.0) -> pd.DataFrame:
     """The LMSYS procedure written out: replay each round's bootstrap sample with online Elo."""
     draws = bootstrap_battle_indices(len(battles), rounds, seed)
-    rows = list(battles.itertuples(index=False))
+    ordered = battles.iloc[canonical_battle_order(battles)]
+    rows = list(ordered.itertuples(index=False))
     models = sorted(set(battles["model_a"]) | set(battles["model_b"]))
     per_round = []
     for r in range(rounds):
@@ -34,7 +39,7 @@ def elo_by_loops(battles: pd.DataFrame, rounds: int, seed: int) -> pd.DataFrame:
             a, b, winner = rows[i]
             ra, rb = rating.get(a, 0.0), rating.get(b, 0.0)
             score = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[winner]
-            delta = 4.0 * (score - 1.0 / (1.0 + np.exp((rb - ra) * (math.log(10.0) / 400.0))))
+            delta = k * (score - 1.0 / (1.0 + np.exp((rb - ra) * (math.log(10.0) / 400.0))))
             rating[a], rating[b] = ra + delta, rb - delta
         per_round.append([rating[m] + 1000.0 if m in rating else np.nan for m in models])
     lower, median, upper = np.nanquantile(np.array(per_round), [0.025, 0.5, 0.975], axis=0)
@@ -115,3 +120,28 @@ def test_agreement_interval_matches_resampling_units_one_by_one_in_distribution(
     by_units = np.quantile(rates, [0.025, 0.975])
     assert fast.lower == pytest.approx(by_units[0], abs=0.004)
     assert fast.upper == pytest.approx(by_units[1], abs=0.004)
+
+
+@pytest.mark.parametrize(("models", "n", "k"), [(12, 3000, 4.0), (5, 400, 200.0), (2, 1, 4.0)])
+def test_compiled_elo_bootstrap_equals_the_loops_with_many_kinds_and_a_large_k(
+    models: int, n: int, k: float
+) -> None:
+    # 12 models make 396 kinds (more than a byte, bucket tables crossing many kinds); k = 200
+    # takes the exp branch instead of the series; one battle is the smallest sample.
+    battles = random_battles(5, n, models=models)
+
+    fast = elo_bootstrap(battles, rounds=20, seed=9, k=k)
+
+    pd.testing.assert_frame_equal(fast, elo_by_loops(battles, 20, 9, k=k), check_exact=False)
+
+
+def test_elo_bootstrap_does_not_depend_on_the_order_of_the_rows() -> None:
+    battles = random_battles(8, 2000, models=6)
+    shuffled = battles.sample(frac=1.0, random_state=1).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(
+        elo_bootstrap(battles, rounds=30, seed=2),
+        elo_bootstrap(shuffled, rounds=30, seed=2),
+        check_exact=False,
+        rtol=1e-12,
+    )
