@@ -2,9 +2,9 @@
 
 These are the versions of the report's hot spots before they were made fast: pandas group-bys
 on string labels for agreement, one resample of unit indices per bootstrap round, online Elo fed
-from materialised blocks of draws indexing three arrays of the battles' length, a dictionary lookup per
-battle, a pivot table for flip rates. `baseline()` swaps them in, so that the benchmark times the
-same report both ways in one run.
+from materialised blocks of draws indexing three arrays of the battles' length, a dictionary
+lookup per battle, a pivot table for flip rates. `baseline()` swaps them in, so that the
+benchmark times the same report both ways in one run.
 """
 
 from __future__ import annotations

@@ -43,8 +43,10 @@ class ExportJob(models.Model):
     """One export of a study's rows built in the background into a file under the exports dir.
 
     Status moves pending -> running -> done or failed, each step a conditional UPDATE on the old
-    status, so a redelivered task never redoes a finished job. `public_id` names the job in URLs
-    and `file_name` carries a random token: neither can be guessed from a study or a job number.
+    status, so a redelivered task never redoes a finished job; a done job whose file outlived
+    CONCORD_EXPORT_KEEP_DAYS becomes expired (file deleted) by `export_jobs_maintain`.
+    `public_id` names the job in URLs and `file_name` carries a random token: neither can be
+    guessed from a study or a job number.
     """
 
     class Kind(models.TextChoices):
@@ -63,6 +65,7 @@ class ExportJob(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+        EXPIRED = "expired", "Expired (file deleted)"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="export_jobs")
@@ -76,6 +79,9 @@ class ExportJob(models.Model):
         max_length=200, blank=True, help_text="Relative to the exports directory; set when done."
     )
     rows = models.BigIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Builds started: a worker that stopped mid-build leaves one behind."
+    )
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -93,7 +99,7 @@ class ExportJob(models.Model):
                 name="exportjob_format_valid",
             ),
             models.CheckConstraint(
-                condition=models.Q(status__in=["pending", "running", "done", "failed"]),
+                condition=models.Q(status__in=["pending", "running", "done", "failed", "expired"]),
                 name="exportjob_status_valid",
             ),
             models.CheckConstraint(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from leaderboard.services.export_jobs import export_job_build
+from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
 
 
 @shared_task(
@@ -17,3 +17,13 @@ from leaderboard.services.export_jobs import export_job_build
 def export_build(job_id: int) -> str:
     """Build one export job's file (a finished job is left as it is)."""
     return export_job_build(job_id=job_id).status
+
+
+@shared_task(name="leaderboard.exports_maintain", ignore_result=True)
+def exports_maintain() -> str:
+    """Queue lost export jobs again and delete expired export files (run by Celery beat)."""
+    outcome = export_jobs_maintain()
+    return (
+        f"{outcome.requeued} queued again, {outcome.gave_up} given up, "
+        f"{outcome.expired} expired, {outcome.partials_removed} partial files removed"
+    )

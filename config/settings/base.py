@@ -88,6 +88,12 @@ MEDIA_ROOT = env.path("MEDIA_ROOT", default=str(BASE_DIR / "var" / "media"))
 # Raw-row downloads of tables bigger than this are built by a Celery worker into
 # CONCORD_VAR_DIR/exports instead of inside the web request.
 CONCORD_EXPORT_SYNC_MAX_ROWS: int = env.int("CONCORD_EXPORT_SYNC_MAX_ROWS", default=100_000)
+# Background exports: a job pending or running this long without finishing is queued again (its
+# message or its worker was lost), up to CONCORD_EXPORT_MAX_ATTEMPTS builds; finished files are
+# deleted after CONCORD_EXPORT_KEEP_DAYS.
+CONCORD_EXPORT_STALE_MINUTES: float = env.float("CONCORD_EXPORT_STALE_MINUTES", default=30.0)
+CONCORD_EXPORT_MAX_ATTEMPTS: int = env.int("CONCORD_EXPORT_MAX_ATTEMPTS", default=3)
+CONCORD_EXPORT_KEEP_DAYS: float = env.float("CONCORD_EXPORT_KEEP_DAYS", default=7.0)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -177,6 +183,7 @@ CELERY_TASK_ROUTES = {
     "judges.run_fan_out": {"queue": "llm_judge"},
     "judges.calls_reconcile": {"queue": "llm_judge"},
     "leaderboard.export_build": {"queue": "analysis"},
+    "leaderboard.exports_maintain": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {
     "judges-calls-reconcile": {
@@ -185,4 +192,6 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Reservations stop counting at their expiry anyway; this brings their stored status in line.
     "annotation-assignments-expire": {"task": "annotation.assignments_expire", "schedule": 60.0},
+    # Lost export jobs queued again, old export files deleted.
+    "leaderboard-exports-maintain": {"task": "leaderboard.exports_maintain", "schedule": 300.0},
 }

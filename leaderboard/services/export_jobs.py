@@ -15,8 +15,10 @@ import csv
 import io
 import json
 import secrets
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
@@ -27,6 +29,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.models import Study
@@ -109,10 +112,15 @@ class ExportOutcome:
 
 
 def _claim(job_id: int) -> bool:
-    """pending/running -> running; False when the job is done, failed or gone."""
+    """pending/running -> running, one more attempt; False when the job is finished or gone."""
     changed = ExportJob.objects.filter(
         pk=job_id, status__in=[ExportJob.Status.PENDING, ExportJob.Status.RUNNING]
-    ).update(status=ExportJob.Status.RUNNING, started_at=timezone.now(), error="")
+    ).update(
+        status=ExportJob.Status.RUNNING,
+        started_at=timezone.now(),
+        error="",
+        attempts=F("attempts") + 1,
+    )
     return changed == 1
 
 
@@ -129,7 +137,9 @@ def export_job_build(*, job_id: int) -> ExportOutcome:
     job = ExportJob.objects.select_related("study").get(pk=job_id)
     folder = exports_dir()
     name = f"{job.study.slug}-{job.kind}-{secrets.token_urlsafe(16)}.{job.format}"
-    partial = folder / f".{job.public_id}.partial"
+    # A file of this attempt's own: a job queued again while a slow first build still runs
+    # never has two writers on one file.
+    partial = folder / f".{job.public_id}.{secrets.token_hex(8)}.partial"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with partial.open("wb") as out:
@@ -214,3 +224,71 @@ def export_job_file(*, job: ExportJob) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"the file of export {job.public_id} is gone")
     return path
+
+
+@dataclass(frozen=True)
+class MaintainOutcome:
+    """What one maintenance pass did."""
+
+    requeued: int
+    gave_up: int
+    expired: int
+    partials_removed: int
+
+
+def export_jobs_maintain(*, now: datetime | None = None) -> MaintainOutcome:
+    """Queue lost jobs again, give up on jobs that keep dying, delete expired export files.
+
+    - A job pending since before ``now - CONCORD_EXPORT_STALE_MINUTES`` lost its message (a
+      broker restart, say), a job running since before then lost its worker: each is queued
+      again, unless it already started CONCORD_EXPORT_MAX_ATTEMPTS builds, then it is marked
+      failed with the reason. A build that is merely slow and still running is harmless to queue
+      again: each attempt writes its own file and the first to finish wins.
+    - A done job finished before ``now - CONCORD_EXPORT_KEEP_DAYS`` has its file deleted and
+      becomes expired.
+    - Partial files older than the stale window (left by dead workers) are deleted.
+    """
+    now = now or timezone.now()
+    stale = now - timedelta(minutes=float(settings.CONCORD_EXPORT_STALE_MINUTES))
+    lost = ExportJob.objects.filter(
+        Q(status=ExportJob.Status.PENDING, created_at__lt=stale)
+        | Q(status=ExportJob.Status.RUNNING, started_at__lt=stale)
+    )
+    max_attempts = int(settings.CONCORD_EXPORT_MAX_ATTEMPTS)
+    gave_up = lost.filter(attempts__gte=max_attempts).update(
+        status=ExportJob.Status.FAILED,
+        error=(
+            f"gave up after {max_attempts} builds that did not finish "
+            "(the worker stopped each time); ask for the export again"
+        ),
+        finished_at=now,
+    )
+    requeued = 0
+    for job_id in lost.filter(attempts__lt=max_attempts).values_list("pk", flat=True):
+        _enqueue(int(job_id))
+        requeued += 1
+
+    expired = 0
+    keep = now - timedelta(days=float(settings.CONCORD_EXPORT_KEEP_DAYS))
+    folder = exports_dir()
+    old_jobs = ExportJob.objects.filter(status=ExportJob.Status.DONE, finished_at__lt=keep)
+    for job_id, file_name in old_jobs.values_list("pk", "file_name"):
+        if file_name:
+            (folder / file_name).unlink(missing_ok=True)
+        expired += ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.DONE).update(
+            status=ExportJob.Status.EXPIRED, file_name=""
+        )
+
+    partials_removed = 0
+    if folder.is_dir():
+        cutoff = time.time() - (now - stale).total_seconds()
+        for path in folder.glob(".*.partial"):
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    partials_removed += 1
+            except FileNotFoundError:
+                continue
+    return MaintainOutcome(
+        requeued=requeued, gave_up=gave_up, expired=expired, partials_removed=partials_removed
+    )
