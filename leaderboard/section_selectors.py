@@ -72,14 +72,16 @@ def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(rows), columns=columns)
 
 
-def report_extras_get(*, study: Study, votes: StudyVotes) -> ReportExtras:
-    """Read the answer lengths, cited values, gold ranks and answer scores behind `votes`."""
-    filters = votes.filters
+def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
+    """The filtered pairs' answer lengths at the judged turn (``ReportExtras.lengths``).
+
+    Needs the filters only, so that a report may read it beside the votes.
+    """
     pairs = Pair.objects.filter(_pair_filter(filters), study=study).annotate(
         len_a=TurnLength(F("answer_a__turns"), F("turn")),
         len_b=TurnLength(F("answer_b__turns"), F("turn")),
     )
-    # Read like the votes (one COPY on PostgreSQL), then in pair order.
+    # Read like the votes (one text from PostgreSQL), then in pair order.
     lengths = frame_read(
         pairs,
         ("pk", "answer_a_id", "answer_b_id", "len_a", "len_b"),
@@ -90,6 +92,17 @@ def report_extras_get(*, study: Study, votes: StudyVotes) -> ReportExtras:
         lengths[column] = lengths[column].astype("int64")
     for column in ("len_a", "len_b"):
         lengths[column] = pd.to_numeric(lengths[column]).astype("float64")
+    return lengths
+
+
+def report_extras_get(
+    *, study: Study, votes: StudyVotes, lengths: pd.DataFrame | None = None
+) -> ReportExtras:
+    """Read the answer lengths (unless given, from :func:`report_lengths_get`), cited values,
+    gold ranks and answer scores behind `votes`."""
+    filters = votes.filters
+    if lengths is None:
+        lengths = report_lengths_get(study=study, filters=filters)
 
     judgments = (
         HumanJudgment.objects.filter(_pair_filter(filters, "pair__"), study=study)

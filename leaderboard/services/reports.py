@@ -28,7 +28,12 @@ from django.db import transaction
 from annotation.models import Study
 from leaderboard.models import ReportSnapshot
 from leaderboard.parallel import run_parallel
-from leaderboard.section_selectors import ReportExtras, extras_data_hash, report_extras_get
+from leaderboard.section_selectors import (
+    ReportExtras,
+    extras_data_hash,
+    report_extras_get,
+    report_lengths_get,
+)
 from leaderboard.selectors import (
     StudyVotes,
     VoteFilters,
@@ -533,8 +538,19 @@ def agreement_report_build(
     """Gather the study's votes and compute its agreement report, with metadata."""
     filters = filters or VoteFilters()
     params = params or ReportParams()
-    votes = study_votes_get(study=study, filters=filters)
-    return _with_metadata(study=study, votes=votes, filters=filters, params=params)
+    votes, extras = _votes_and_extras_get(study=study, filters=filters)
+    return _with_metadata(study=study, votes=votes, filters=filters, params=params, extras=extras)
+
+
+def _votes_and_extras_get(*, study: Study, filters: VoteFilters) -> tuple[StudyVotes, ReportExtras]:
+    """The votes and the extra rows; the answer lengths (which need only the filters) are read
+    beside the votes, by PostgreSQL in a process of their own."""
+    votes, lengths = run_parallel(
+        lambda: study_votes_get(study=study, filters=filters),
+        lambda: report_lengths_get(study=study, filters=filters),
+        uses_database=True,
+    )
+    return votes, report_extras_get(study=study, votes=votes, lengths=lengths)
 
 
 def report_data_hash(*, votes: StudyVotes, extras: ReportExtras) -> str:
@@ -589,8 +605,7 @@ def agreement_report_snapshot(
     and storing it first when the rows changed or it was never computed."""
     filters = filters or VoteFilters()
     params = params or ReportParams()
-    votes = study_votes_get(study=study, filters=filters)
-    extras = report_extras_get(study=study, votes=votes)
+    votes, extras = _votes_and_extras_get(study=study, filters=filters)
     data_hash = report_data_hash(votes=votes, extras=extras)
     key = params_hash(filters=filters, params=params)
     found = report_snapshot_find(study=study, params_hash=key, data_hash=data_hash)
