@@ -21,7 +21,12 @@ import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.stats import ratings
-from leaderboard.stats.ratings import bootstrap_battle_indices, bradley_terry, elo_bootstrap
+from leaderboard.stats.ratings import (
+    bootstrap_battle_indices,
+    bradley_terry,
+    canonical_battle_order,
+    elo_bootstrap,
+)
 
 SCORE_A = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
 
@@ -99,7 +104,9 @@ def main() -> None:
         results[engine] = result.set_index("model")["rating"]
         print(f"elo_bootstrap, {engine + ' engine:':19} {timings[engine]:8.2f} s")
 
-    samples = bootstrap_battle_indices(len(battles), args.rounds, args.seed)
+    # The engines' draws, as row positions of `battles` (they number battles in canonical order).
+    order = canonical_battle_order(battles)
+    samples = order[bootstrap_battle_indices(len(battles), args.rounds, args.seed)]
     baselines = [("plain loop", plain_loop)]
     if not args.skip_notebook_loop:
         baselines.append(("notebook loop", notebook_loop))
