@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.db import connections
 from playwright.sync_api import Browser, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
@@ -32,8 +33,13 @@ def chromium() -> Iterator[Browser]:
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield browser
-            browser.close()
+            try:
+                yield browser
+            finally:
+                browser.close()
+                # Connections the test opened while Playwright's event loop ran live in that
+                # loop's context: closed here, or they would outlive the test database.
+                connections.close_all()
     finally:
         if before is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
