@@ -7,13 +7,14 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from django.db.models import F, Func, IntegerField, Q
+from django.db.models import F, Func, IntegerField, Q, Value
 from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, Study
 from judges.models import AnswerScore
-from leaderboard.selectors import EXPERT_PREFIX, StudyVotes, VoteFilters, frame_read
+from leaderboard.selectors import EXPERT_PREFIX, StudyVotes, VoteFilters, frame_read_coded
 
 
 class TurnLength(Func):
@@ -75,24 +76,35 @@ def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
 def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     """The filtered pairs' answer lengths at the judged turn (``ReportExtras.lengths``).
 
-    Needs the filters only, so that a report may read it beside the votes.
+    Needs the filters only, so that a report may read it beside the votes. The pairs are read
+    from their own table, then each answer's length is read once for each turn the pairs judge
+    (the JSON of an answer's turns is opened once per answer and turn, not once per pair side)
+    and attached to the pairs by id. Both reads are numbers only, in binary from PostgreSQL.
     """
-    pairs = Pair.objects.filter(_pair_filter(filters), study=study).annotate(
-        len_a=TurnLength(F("answer_a__turns"), F("turn")),
-        len_b=TurnLength(F("answer_b__turns"), F("turn")),
+    pairs = frame_read_coded(
+        Pair.objects.filter(_pair_filter(filters), study=study),
+        ("pk", "answer_a_id", "answer_b_id", "turn"),
+        ["pair_id", "answer_a_id", "answer_b_id", "turn"],
     )
-    # Read like the votes (one text from PostgreSQL), then in pair order.
-    lengths = frame_read(
-        pairs,
-        ("pk", "answer_a_id", "answer_b_id", "len_a", "len_b"),
-        ["pair_id", "answer_a_id", "answer_b_id", "len_a", "len_b"],
+    pairs = pairs.sort_values("pair_id", kind="stable").reset_index(drop=True)
+    turns = np.unique(pairs["turn"].to_numpy(dtype=np.int64))
+    columns = [f"len_{t}" for t in turns.tolist()]
+    answers = Answer.objects.filter(prompt__study=study).annotate(
+        **{
+            name: TurnLength(F("turns"), Value(t, output_field=IntegerField()))
+            for name, t in zip(columns, turns.tolist(), strict=True)
+        }
     )
-    lengths = lengths.sort_values("pair_id", kind="stable").reset_index(drop=True)
-    for column in ("pair_id", "answer_a_id", "answer_b_id"):
-        lengths[column] = lengths[column].astype("int64")
-    for column in ("len_a", "len_b"):
-        lengths[column] = pd.to_numeric(lengths[column]).astype("float64")
-    return lengths
+    table = frame_read_coded(answers, ("pk", *columns), ["id", *columns]).sort_values("id")
+    answer_ids = table["id"].to_numpy(dtype=np.int64)
+    # Row: the answer; column: the turn, in the order of `turns`.
+    length = table[columns].to_numpy(dtype=np.float64).reshape(len(table), len(columns))
+    turn_at = np.searchsorted(turns, pairs["turn"].to_numpy(dtype=np.int64))
+    out = pairs[["pair_id", "answer_a_id", "answer_b_id"]].astype("int64")
+    for side in ("a", "b"):
+        answer_at = np.searchsorted(answer_ids, out[f"answer_{side}_id"].to_numpy())
+        out[f"len_{side}"] = length[answer_at, turn_at] if len(out) else np.zeros(0)
+    return out
 
 
 def report_extras_get(

@@ -23,7 +23,7 @@ from django.db import connection
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 
-from annotation.models import HumanJudgment, Pair, Prompt, Study, System, Worker
+from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
 from annotation.selectors.studies import study_list_with_counts
 from judges.models import JudgeCall, JudgeRun
 from leaderboard.models import ExportJob, ReportSnapshot
@@ -191,11 +191,16 @@ def frame_read_coded(
     Like :func:`frame_read`, but the database sends numbers only. A `choices` column (a text
     field whose values come from a fixed list) comes back as a pandas Categorical over those
     values (NaN for NULL), a `flags` column as booleans (None for NULL), a `small` column (an
-    integer from 0 to the bound given) as a number; other columns are numbers, int64, or float64
-    when some are NULL. On PostgreSQL the choice, flag and small columns of a row travel packed
-    into one integer, each a digit of a mixed-radix number (0 for NULL): the database's cost is
-    mostly turning values into text, and one number per row is the least text. A value outside
+    integer from 0 to the bound given) as a number; the other columns must be integer fields
+    (ids, counts) and come back as int64, or float64 with NaN when some are NULL. A value outside
     its list or bound raises ValueError naming the column.
+
+    On PostgreSQL each column travels as one binary string of big-endian 64-bit integers
+    (``string_agg(int8send(...))``, fetched in binary format), which numpy reads as it is: the
+    database turns no value into text and the client parses none. The choice, flag and small
+    columns of a row are packed into one of those integers, each a digit of a mixed-radix number
+    (0 for NULL); a NULL plain integer is sent as -2**63. A string stays under PostgreSQL's 1 GB
+    limit up to some 130 million rows.
     """
     choices = choices or {}
     small = small or {}
@@ -231,25 +236,30 @@ def frame_read_coded(
         multipliers = [math.prod(radices[:i]) for i in range(len(radices))]
         if math.prod(radices) >= 2**62:
             raise ValueError("too many packed columns for one 64-bit number")
-        cells = [f"coalesce({aliases[name]}::text, '')" for name in plain]
+        cells = [f"coalesce({aliases[name]}, {_NULL_INT_SQL})" for name in plain]
         if packed:
             cells.append(
                 " + ".join(f"({d})::bigint * {m}" for d, m in zip(digits, multipliers, strict=True))
             )
         aggregate = (
-            f"SELECT string_agg(concat_ws(',', {', '.join(cells)}), E'\\n') "
-            f"FROM ({sql}) AS t({', '.join(aliases.values())})"
+            "SELECT "
+            + ", ".join(f"string_agg(int8send({cell}), ''::bytea)" for cell in cells)
+            + f" FROM ({sql}) AS t({', '.join(aliases.values())})"
         )
-        with connection.cursor() as cursor:
-            cursor.execute(aggregate, params)
-            csv_text = cursor.fetchone()[0] or ""
-        names = [*plain, *(["_packed"] if packed else [])]
-        raw = (
-            pd.read_csv(io.StringIO(csv_text), names=names, header=None)
-            if csv_text
-            else pd.DataFrame({c: pd.Series(dtype=np.int64) for c in names})
+        numbers = [
+            np.frombuffer(value or b"", dtype=">i8").astype(np.int64)
+            for value in _fetch_binary_row(aggregate, params)
+        ]
+        raw = pd.DataFrame(
+            {
+                name: np.where(values == _NULL_INT, np.nan, values)
+                if (values == _NULL_INT).any()
+                else values
+                for name, values in zip(plain, numbers[: len(plain)], strict=True)
+            },
+            index=pd.RangeIndex(len(numbers[0])),
         )
-        rest = raw["_packed"].to_numpy(dtype=np.int64) if packed else None
+        rest = numbers[-1] if packed else None
         decoded: dict[str, Any] = {}
         for name, radix in zip(packed, radices, strict=True):
             assert rest is not None
@@ -295,6 +305,25 @@ def frame_read_coded(
         if name not in choices and name not in flags and len(frame) == 0:
             frame[name] = frame[name].astype(np.int64)
     return frame
+
+
+# A NULL plain integer column travels as the least 64-bit integer, which no id or count is.
+_NULL_INT = -(2**63)
+_NULL_INT_SQL = f"'{_NULL_INT}'::bigint"
+
+
+def _fetch_binary_row(sql: str, params: Sequence[Any]) -> tuple[Any, ...]:
+    """The one row of an aggregate query, fetched in PostgreSQL's binary format, so that a
+    bytea value arrives as its bytes rather than as hex text. Runs on the connection Django holds
+    (so in its transaction), through a psycopg cursor that binds parameters on the server, as
+    Django's client-side-binding cursors cannot fetch binary results."""
+    import psycopg
+
+    with connection.cursor() as wrapper, psycopg.Cursor(wrapper.cursor.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        row = cursor.fetchone()
+    assert row is not None  # an aggregate without GROUP BY gives one row
+    return tuple(row)
 
 
 def _raise_outside(
@@ -362,8 +391,9 @@ def _pair_q(filters: VoteFilters, prefix: str = "") -> Q:
 def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     """The study's pairs (agreement units) that pass the filters, with their systems.
 
-    Prompts and systems are read once each and attached by id, so the pairs travel as numbers;
-    category, system and gold columns are Categorical, the prompt's id text.
+    The pairs are read from their own table alone; prompts, and answers with their systems, are
+    read once each and attached by id, so that the pairs travel as numbers and the database joins
+    nothing. Category, system and gold columns are Categorical, the prompt's id text.
     """
     qs = Pair.objects.filter(_pair_q(filters), study=study)
     frame = frame_read_coded(
@@ -375,10 +405,19 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
             "is_gold",
             "gold_side",
             "gold_kind",
-            "answer_a__system_id",
-            "answer_b__system_id",
+            "answer_a_id",
+            "answer_b_id",
         ),
-        ["pair_id", "prompt_id", "turn", "is_gold", "gold_side", "gold_kind", "sys_a", "sys_b"],
+        [
+            "pair_id",
+            "prompt_id",
+            "turn",
+            "is_gold",
+            "gold_side",
+            "gold_kind",
+            "answer_a",
+            "answer_b",
+        ],
         choices={"gold_side": GOLD_SIDES, "gold_kind": GOLD_KINDS},
         flags=("is_gold",),
     )
@@ -393,12 +432,18 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     external = prompts["external_id"].to_numpy(dtype=object)
     frame["prompt_external_id"] = pd.Series(external[at], index=frame.index, dtype=object)
     frame["category"] = _categorical(prompts["category"].to_numpy(dtype=object), at)
+    answers = frame_read_coded(
+        Answer.objects.filter(prompt__study=study), ("id", "system_id"), ["id", "system_id"]
+    ).sort_values("id")
+    answer_ids = answers["id"].to_numpy(dtype=np.int64)
+    answer_systems = answers["system_id"].to_numpy(dtype=np.int64)
     systems = dict(System.objects.filter(study=study).values_list("id", "name"))
     system_ids = np.array(sorted(systems), dtype=np.int64)
     names = np.array([systems[i] for i in system_ids.tolist()], dtype=object)
     for side in ("a", "b"):
-        column = frame[f"sys_{side}"].to_numpy(dtype=np.int64)
-        frame[f"system_{side}"] = _categorical(names, np.searchsorted(system_ids, column))
+        answer = np.searchsorted(answer_ids, frame[f"answer_{side}"].to_numpy(dtype=np.int64))
+        at_system = np.searchsorted(system_ids, answer_systems[answer])
+        frame[f"system_{side}"] = _categorical(names, at_system)
     frame["is_gold"] = frame["is_gold"].astype(bool)
     frame = frame[PAIR_COLUMNS]
     return frame.sort_values("pair_id", kind="stable").reset_index(drop=True)

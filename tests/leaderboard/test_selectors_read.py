@@ -9,9 +9,15 @@ from django.db import connection, transaction
 
 from annotation.models import HumanJudgment, Pair, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
-from leaderboard.selectors import VoteFilters, frame_read_coded, study_votes_get
+from leaderboard.section_selectors import report_lengths_get
+from leaderboard.selectors import (
+    VoteFilters,
+    frame_read_coded,
+    study_pairs_frame,
+    study_votes_get,
+)
 from tests.conftest import Cast
-from tests.factories import make_assignment, make_pair
+from tests.factories import make_assignment, make_pair, make_prompt_with_answers
 
 
 def rate(
@@ -126,3 +132,43 @@ def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: 
 
     assert concurrent == one_connection
     assert len(concurrent["human"]) == 6 and len(concurrent["calls"]) == 12
+
+
+def test_lengths_are_each_answers_characters_at_the_pairs_turn_nan_where_it_has_none(
+    cast: Cast,
+) -> None:
+    prompt, (short, long) = make_prompt_with_answers(cast.study, "q1")
+    short.turns = ["abc", "de"]
+    long.turns = ["abcdefgh"]  # no second turn
+    short.save()
+    long.save()
+    first = Pair.objects.create(study=cast.study, prompt=prompt, answer_a=short, answer_b=long)
+    second = Pair.objects.create(
+        study=cast.study, prompt=prompt, answer_a=short, answer_b=long, turn=2
+    )
+    # Another study's answers and pairs stay out.
+    make_pair(cast.other_study, "elsewhere")
+
+    lengths = report_lengths_get(study=cast.study, filters=VoteFilters())
+    only_second = report_lengths_get(study=cast.study, filters=VoteFilters(turn=2))
+
+    rows = [
+        (p, a, b, la, None if pd.isna(lb) else lb)
+        for p, a, b, la, lb in lengths.itertuples(index=False)
+    ]
+    assert rows == [
+        (first.pk, short.pk, long.pk, 3.0, 8.0),
+        (second.pk, short.pk, long.pk, 2.0, None),
+    ]
+    assert only_second["pair_id"].tolist() == [second.pk]
+    assert only_second["len_a"].tolist() == [2.0]
+
+
+def test_pairs_carry_their_answers_systems_and_prompts(cast: Cast) -> None:
+    pair = make_pair(cast.study, "q7")
+
+    frame = study_pairs_frame(study=cast.study, filters=VoteFilters())
+
+    assert frame[["pair_id", "prompt_external_id", "system_a", "system_b"]].values.tolist() == [
+        [pair.pk, "q7", pair.answer_a.system.name, pair.answer_b.system.name]
+    ]
