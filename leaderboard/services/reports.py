@@ -93,7 +93,10 @@ def software_version() -> str:
         return str(tomllib.load(handle)["project"]["version"])
 
 
+@cache
 def _library_versions() -> dict[str, str]:
+    """The installed versions of the libraries behind the numbers, read once per process: the
+    code a process runs does not change under it, and reading package metadata takes a second."""
     versions = {}
     for name in ("numpy", "pandas", "scipy", "krippendorff", "django"):
         try:
@@ -586,7 +589,7 @@ def _with_metadata(
     metadata_out = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "software_version": software_version(),
-        "libraries": _library_versions(),
+        "libraries": dict(_library_versions()),
         "study": {"slug": study.slug, "name": study.name},
         "seed": params.seed,
         "parameters": params_out,

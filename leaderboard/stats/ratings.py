@@ -270,37 +270,50 @@ def _elo_draws_loop(
     The battles are in canonical order (:func:`canonical_battle_order`), so that battles of one
     kind (models and outcome) are contiguous: kind ``c`` holds positions ``kind_end[c - 1]`` to
     ``kind_end[c] - 1``. Each draw is made on the fly by the protocol of
-    :func:`bootstrap_battle_indices` and turned into its kind through a table of ``B`` buckets
-    of the random word (``bucket_kind[b]``: the kind at the first position the bucket's words
-    map to), then a step past the kinds that end before the position: a few reads of small
-    tables that stay in cache, not a read in an array of the battles' length.
+    :func:`bootstrap_battle_indices` (the SplitMix64 state of a round advancing by the golden
+    gamma from one position to the next) and turned into its kind through a table of ``B``
+    buckets of the random word (``bucket_kind[b]``: the kind at the first position the bucket's
+    words map to), then a step past the kinds that end before the position: a few reads of small
+    tables that stay in cache, not a read in an array of the battles' length. Which models
+    played in a round is known from the kinds drawn, marked as they are drawn.
 
     Ratings are kept as strengths ``q = exp(R ln(base) / scale)``: the expected score of A is
     then ``q_a / (q_a + q_b)`` and the update ``R += d`` is ``q *= exp(d ln(base) / scale)``, an
-    exponential of a small number (at most ``k ln(base) / scale``: 0.023 for the defaults),
-    computed by its Taylor series to the 13th power when that number is below 1/4 (a relative
-    error under 1e-16), by ``exp`` otherwise. Rounds run in groups of ``_GROUP``, whose chains are
-    independent; the draws of ``_CHUNK`` positions are made first, then played. Releases the GIL,
-    so threads may run disjoint round ranges. Compiled by numba; called only compiled.
+    exponential of a small number ``x`` (at most ``s = k ln(base) / scale`` in size: 0.023 for
+    the defaults), computed by its Taylor series: to the 7th power when ``s`` is below 0.03
+    (the first term left out, ``x**8 / 8!``, is under 2e-17), to the 13th when ``s`` is below
+    1/4 (under 5e-20), by ``exp`` otherwise; relative errors below the 1.1e-16 of a float's
+    rounding. Rounds run in groups of ``_GROUP``, whose chains are independent; the draws of
+    ``_CHUNK`` positions are made first, then played. Releases the GIL, so threads may run
+    disjoint round ranges. Compiled by numba; called only compiled.
     """
     bound = np.uint64(n)
     step = k * log_base_over_scale
+    short = abs(step) < 0.03
     series = abs(step) < 0.25
+    kinds = kind_a.size
     drawn = np.zeros((_CHUNK, _GROUP), dtype=np.int32)
+    state = np.zeros(_GROUP, dtype=np.uint64)
+    seen = np.zeros((_GROUP, kinds), dtype=np.bool_)
     for group in range(first, stop, _GROUP):
         width = min(_GROUP, stop - group)
+        seen[:] = False
         for chunk in range(0, n, _CHUNK):
             length = min(_CHUNK, n - chunk)
+            for j in range(width):
+                counter = np.uint64(group + j) * bound + np.uint64(chunk)
+                state[j] = key + (counter + np.uint64(1)) * _GOLDEN_GAMMA
             for t in range(length):
                 for j in range(width):
-                    c = np.uint64(group + j) * bound + np.uint64(chunk + t)
-                    u = _mix13_compiled(key + (c + np.uint64(1)) * _GOLDEN_GAMMA)
+                    u = _mix13_compiled(state[j])
+                    state[j] += _GOLDEN_GAMMA
                     high = (u >> np.uint64(32)) * bound + (((u & _LOW32) * bound) >> np.uint64(32))
                     position = np.int64(high >> np.uint64(32))
                     kind = bucket_kind[np.int64(u >> _BUCKET_SHIFT)]
                     while position >= kind_end[kind]:
                         kind += 1
                     drawn[t, j] = kind
+                    seen[j, kind] = True
             for t in range(length):
                 for j in range(width):
                     kind = drawn[t, j]
@@ -309,7 +322,12 @@ def _elo_draws_loop(
                     qa = q[group + j, a]
                     qb = q[group + j, b]
                     x = step * (kind_score[kind] - qa / (qa + qb))
-                    if series:
+                    if short:
+                        x2 = x * x
+                        even = 1.0 + x2 * (_E2 + x2 * (_E4 + x2 * _E6))
+                        odd = x * (1.0 + x2 * (_E3 + x2 * (_E5 + x2 * _E7)))
+                        up, down = even + odd, even - odd
+                    elif series:
                         x2 = x * x
                         even = 1.0 + x2 * (
                             _E2 + x2 * (_E4 + x2 * (_E6 + x2 * (_E8 + x2 * (_E10 + x2 * _E12))))
@@ -323,8 +341,11 @@ def _elo_draws_loop(
                         down = 1.0 / up
                     q[group + j, a] = qa * up
                     q[group + j, b] = qb * down
-                    played[group + j, a] = True
-                    played[group + j, b] = True
+        for j in range(width):
+            for kind in range(kinds):
+                if seen[j, kind]:
+                    played[group + j, kind_a[kind]] = True
+                    played[group + j, kind_b[kind]] = True
 
 
 # 1/i! for the Taylor series of exp in _elo_draws_loop.

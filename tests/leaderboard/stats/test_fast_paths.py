@@ -53,7 +53,9 @@ def test_compiled_elo_bootstrap_equals_the_procedure_written_as_loops(seed: int)
 
     fast = elo_bootstrap(battles, rounds=20, seed=seed)
 
-    pd.testing.assert_frame_equal(fast, elo_by_loops(battles, 20, seed), check_exact=False)
+    pd.testing.assert_frame_equal(
+        fast, elo_by_loops(battles, 20, seed), check_exact=False, rtol=1e-12
+    )
 
 
 def test_compiled_elo_bootstrap_equals_the_numpy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +66,7 @@ def test_compiled_elo_bootstrap_equals_the_numpy_engine(monkeypatch: pytest.Monk
     monkeypatch.setattr(ratings, "_ENGINE", "numpy")
 
     pd.testing.assert_frame_equal(
-        fast, elo_bootstrap(battles, rounds=30, seed=11), check_exact=False
+        fast, elo_bootstrap(battles, rounds=30, seed=11), check_exact=False, rtol=1e-12
     )
 
 
@@ -122,17 +124,22 @@ def test_agreement_interval_matches_resampling_units_one_by_one_in_distribution(
     assert fast.upper == pytest.approx(by_units[1], abs=0.004)
 
 
-@pytest.mark.parametrize(("models", "n", "k"), [(12, 3000, 4.0), (5, 400, 200.0), (2, 1, 4.0)])
+@pytest.mark.parametrize(
+    ("models", "n", "k"), [(12, 3000, 4.0), (6, 1000, 32.0), (5, 400, 200.0), (2, 1, 4.0)]
+)
 def test_compiled_elo_bootstrap_equals_the_loops_with_many_kinds_and_a_large_k(
     models: int, n: int, k: float
 ) -> None:
-    # 12 models make 396 kinds (more than a byte, bucket tables crossing many kinds); k = 200
-    # takes the exp branch instead of the series; one battle is the smallest sample.
+    # 12 models make 396 kinds (more than a byte, bucket tables crossing many kinds); k = 4 takes
+    # the short series, k = 32 the long one, k = 200 the exp branch; one battle is the smallest
+    # sample.
     battles = random_battles(5, n, models=models)
 
     fast = elo_bootstrap(battles, rounds=20, seed=9, k=k)
 
-    pd.testing.assert_frame_equal(fast, elo_by_loops(battles, 20, 9, k=k), check_exact=False)
+    pd.testing.assert_frame_equal(
+        fast, elo_by_loops(battles, 20, 9, k=k), check_exact=False, rtol=1e-12
+    )
 
 
 def test_elo_bootstrap_does_not_depend_on_the_order_of_the_rows() -> None:
