@@ -7,6 +7,7 @@ model instances.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -597,17 +598,26 @@ def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
     return calls.take(index).reset_index(drop=True)
 
 
+# The most parts the calls are read in at once, each on a database connection of its own.
+_CALL_PARTS = 4
+
+
 def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     """Gather the study's votes for a report: people's and every selected judge run's."""
     raters = study_raters_resolve(study=study, raters=filters.raters)
     sources = study_judge_sources(study=study, filters=filters)
-    # PostgreSQL builds the three results at once, in server processes of their own. (Splitting
-    # the calls by run as well was measured slower: each part scans the whole table.)
-    pairs, human, unsorted_calls = run_parallel(
+    # PostgreSQL builds the results at once, in server processes of their own: the pairs, the
+    # people's votes and the calls, these split by judge run (each run's calls found through the
+    # index on the run) into up to _CALL_PARTS parts.
+    parts = [sources[i::_CALL_PARTS] for i in range(min(_CALL_PARTS, len(sources)))] or [()]
+    pairs, human, *call_parts = run_parallel(
         lambda: study_pairs_frame(study=study, filters=filters),
         lambda: _human_frame(study=study, filters=filters, raters=raters),
-        lambda: _calls_frame(sources=sources, filters=filters),
+        *(functools.partial(_calls_frame, sources=part, filters=filters) for part in parts),
         uses_database=True,
+    )
+    unsorted_calls = (
+        pd.concat(call_parts, ignore_index=True) if len(call_parts) > 1 else call_parts[0]
     )
     # Sorted once here: the combination and the report's calls frame both want this order.
     calls = calls_sort(unsorted_calls)

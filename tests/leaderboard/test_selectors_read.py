@@ -99,11 +99,15 @@ def _votes_as_records(cast: Cast) -> dict[str, list[tuple[object, ...]]]:
 @pytest.mark.django_db(transaction=True)
 def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: Cast) -> None:
     # Committed rows (no test transaction), so that the reading threads' connections see them.
-    run = JudgeRun.objects.create(
-        judge=Judge.objects.create(name="judge", kind=Judge.Kind.LLM),
-        study=cast.study,
-        status=JudgeRun.Status.DONE,
-    )
+    # Two judge runs, whose calls are read in parts of their own.
+    runs = [
+        JudgeRun.objects.create(
+            judge=Judge.objects.create(name=name, kind=Judge.Kind.LLM),
+            study=cast.study,
+            status=JudgeRun.Status.DONE,
+        )
+        for name in ("judge", "second judge")
+    ]
     for n in range(6):
         pair = make_pair(cast.study, f"p{n}")
         odd = n % 2 == 1
@@ -114,16 +118,17 @@ def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: 
             likert=2 if odd else 7,
             a_left=True,
         )
-        for order in ("ab", "ba"):
-            JudgeCall.objects.create(
-                run=run,
-                pair=pair,
-                order=order,
-                status=JudgeCall.Status.DONE,
-                likert_shown=3,
-                likert=3 if order == "ab" else 6,
-                preference="A" if order == "ab" else "B",
-            )
+        for run in runs:
+            for order in ("ab", "ba"):
+                JudgeCall.objects.create(
+                    run=run,
+                    pair=pair,
+                    order=order,
+                    status=JudgeCall.Status.DONE,
+                    likert_shown=3,
+                    likert=3 if order == "ab" else 6,
+                    preference="A" if order == "ab" else "B",
+                )
     assert not connection.in_atomic_block
 
     concurrent = _votes_as_records(cast)
@@ -131,7 +136,8 @@ def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: 
         one_connection = _votes_as_records(cast)
 
     assert concurrent == one_connection
-    assert len(concurrent["human"]) == 6 and len(concurrent["calls"]) == 12
+    assert len(concurrent["human"]) == 6 and len(concurrent["calls"]) == 24
+    assert len(concurrent["judges"]) == 12
 
 
 def test_lengths_are_each_answers_characters_at_the_pairs_turn_nan_where_it_has_none(
