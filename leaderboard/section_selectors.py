@@ -14,7 +14,13 @@ from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, Study
 from judges.models import AnswerScore
-from leaderboard.selectors import EXPERT_PREFIX, StudyVotes, VoteFilters, frame_read_coded
+from leaderboard.selectors import (
+    EXPERT_PREFIX,
+    StudyVotes,
+    VoteFilters,
+    frame_hash_update,
+    frame_read_coded,
+)
 
 
 class TurnLength(Func):
@@ -153,12 +159,8 @@ def report_extras_get(
 
 
 def extras_data_hash(*, extras: ReportExtras) -> str:
-    """SHA-256 of the extra rows, in a fixed order and text form."""
+    """SHA-256 of the extra rows, in a fixed order (:func:`frame_hash_update`)."""
     digest = hashlib.sha256()
     for name in ("lengths", "values", "answers", "scores"):
-        frame: pd.DataFrame = getattr(extras, name)
-        if name == "values":
-            frame = frame.assign(values=frame["values"].map(lambda v: ",".join(map(str, v))))
-        digest.update(f"[{name}:{','.join(frame.columns)}:{len(frame)}]".encode())
-        digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+        frame_hash_update(digest, name, getattr(extras, name))
     return digest.hexdigest()

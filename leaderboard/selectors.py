@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -662,18 +663,48 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
 
 
 def votes_data_hash(*, votes: StudyVotes) -> str:
-    """SHA-256 of the rows a report is computed from, in a fixed order and text form."""
+    """SHA-256 of the rows a report is computed from, in a fixed order, as
+    :func:`frame_hash_update` writes them."""
     digest = hashlib.sha256()
     for name, frame in (
         ("pairs", votes.pairs),
         ("human", votes.human),
         ("calls", votes.calls),
     ):
-        digest.update(f"[{name}:{','.join(frame.columns)}:{len(frame)}]".encode())
-        # pandas' row hash (fixed key, so stable across runs) of every value in order.
-        row_hashes = pd.util.hash_pandas_object(frame, index=False).to_numpy()
-        digest.update(row_hashes.tobytes())
+        frame_hash_update(digest, name, frame)
     return digest.hexdigest()
+
+
+def frame_hash_update(digest: Any, name: str, frame: pd.DataFrame) -> None:
+    """Feed `digest` a frame's name, columns and length, then each column's values in row order,
+    as bytes that differ whenever the values do.
+
+    Integers go as little-endian 64-bit integers, floats as 64-bit floats (every NaN as one
+    pattern), booleans as one byte each, a Categorical as its categories (JSON) and each row's
+    code (32-bit), anything else as the JSON text of its values. Each column is preceded by its
+    name and encoding. Numbers are hashed as they lie in memory, so hashing a million rows takes
+    a few milliseconds per column.
+    """
+    digest.update(f"[{name}:{len(frame)}]".encode())
+    for column in frame.columns:
+        values = frame[column]
+        dtype = values.dtype
+        data: bytes
+        if isinstance(dtype, pd.CategoricalDtype):
+            encoding = "category " + json.dumps([str(c) for c in dtype.categories])
+            data = values.cat.codes.to_numpy().astype("<i4").tobytes()
+        elif isinstance(dtype, np.dtype) and dtype.kind == "b":
+            encoding, data = "bool", values.to_numpy().astype(np.uint8).tobytes()
+        elif isinstance(dtype, np.dtype) and dtype.kind in "iu":
+            encoding, data = "int", values.to_numpy().astype("<i8").tobytes()
+        elif isinstance(dtype, np.dtype) and dtype.kind == "f":
+            floats = values.to_numpy().astype("<f8")
+            encoding, data = "float", np.where(np.isnan(floats), np.nan, floats).tobytes()
+        else:
+            encoding = "json"
+            data = json.dumps(values.tolist(), default=str, ensure_ascii=False).encode()
+        digest.update(f"{{{column}:{encoding}}}".encode())
+        digest.update(data)
 
 
 def report_snapshot_find(
