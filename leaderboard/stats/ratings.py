@@ -253,10 +253,10 @@ def _mix13(z: np.uint64) -> np.uint64:
 def _elo_draws_loop(
     q: npt.NDArray[np.float64],
     played: npt.NDArray[np.bool_],
-    bucket_kind: npt.NDArray[np.int64],
-    kind_end: npt.NDArray[np.int64],
-    kind_a: npt.NDArray[np.intp],
-    kind_b: npt.NDArray[np.intp],
+    bucket_kind: npt.NDArray[np.uint64],
+    kind_below: npt.NDArray[np.uint64],
+    kind_a: npt.NDArray[np.uint64],
+    kind_b: npt.NDArray[np.uint64],
     kind_score: npt.NDArray[np.float64],
     n: int,
     key: np.uint64,
@@ -265,17 +265,21 @@ def _elo_draws_loop(
     k: float,
     log_base_over_scale: float,
 ) -> None:
-    """Play rounds ``first`` to ``stop - 1`` of the bootstrap into ``q`` and ``played``, in place.
+    """Play rounds ``first`` to ``stop - 1`` of the bootstrap into ``q`` (the rounds x models
+    strengths, flattened) and ``played``, in place.
 
     The battles are in canonical order (:func:`canonical_battle_order`), so that battles of one
-    kind (models and outcome) are contiguous: kind ``c`` holds positions ``kind_end[c - 1]`` to
-    ``kind_end[c] - 1``. Each draw is made on the fly by the protocol of
+    kind (models and outcome) are contiguous: kind ``c`` holds positions ``e[c - 1]`` to
+    ``e[c] - 1``. Each draw is made on the fly by the protocol of
     :func:`bootstrap_battle_indices` (the SplitMix64 state of a round advancing by the golden
-    gamma from one position to the next) and turned into its kind through a table of ``B``
-    buckets of the random word (``bucket_kind[b]``: the kind at the first position the bucket's
-    words map to), then a step past the kinds that end before the position: a few reads of small
-    tables that stay in cache, not a read in an array of the battles' length. Which models
-    played in a round is known from the kinds drawn, marked as they are drawn.
+    gamma from one position to the next). Its position ``floor(u n / 2**64)`` is at or past
+    ``e[c]`` exactly when the random word ``u`` is at or past ``ceil(e[c] 2**64 / n)``, so the
+    kind is found from the word alone, without computing the position: a table of ``B`` buckets
+    of the word (``bucket_kind[b]``: the kind of the bucket's least word) gives a first kind,
+    then a step past each kind whose last word, ``kind_below[c] = ceil(e[c] 2**64 / n) - 1``, is
+    below ``u``. These are reads of small tables that stay in cache. Which models played in a
+    round is known from the kinds drawn, marked as they are drawn. Indices are unsigned, so the
+    compiled code checks none for being negative.
 
     Ratings are kept as strengths ``q = exp(R ln(base) / scale)``: the expected score of A is
     then ``q_a / (q_a + q_b)`` and the update ``R += d`` is ``q *= exp(d ln(base) / scale)``, an
@@ -287,12 +291,13 @@ def _elo_draws_loop(
     ``_CHUNK`` positions are made first, then played. Releases the GIL, so threads may run
     disjoint round ranges. Compiled by numba; called only compiled.
     """
+    models = np.uint64(played.shape[1])
     bound = np.uint64(n)
     step = k * log_base_over_scale
     short = abs(step) < 0.03
     series = abs(step) < 0.25
     kinds = kind_a.size
-    drawn = np.zeros((_CHUNK, _GROUP), dtype=np.int32)
+    drawn = np.zeros((_CHUNK, _GROUP), dtype=np.uint32)
     state = np.zeros(_GROUP, dtype=np.uint64)
     seen = np.zeros((_GROUP, kinds), dtype=np.bool_)
     for group in range(first, stop, _GROUP):
@@ -307,20 +312,19 @@ def _elo_draws_loop(
                 for j in range(width):
                     u = _mix13_compiled(state[j])
                     state[j] += _GOLDEN_GAMMA
-                    high = (u >> np.uint64(32)) * bound + (((u & _LOW32) * bound) >> np.uint64(32))
-                    position = np.int64(high >> np.uint64(32))
-                    kind = bucket_kind[np.int64(u >> _BUCKET_SHIFT)]
-                    while position >= kind_end[kind]:
-                        kind += 1
+                    kind = bucket_kind[u >> _BUCKET_SHIFT]
+                    while u > kind_below[kind]:
+                        kind += np.uint64(1)
                     drawn[t, j] = kind
                     seen[j, kind] = True
             for t in range(length):
                 for j in range(width):
-                    kind = drawn[t, j]
-                    a = kind_a[kind]
-                    b = kind_b[kind]
-                    qa = q[group + j, a]
-                    qb = q[group + j, b]
+                    kind = np.uint64(drawn[t, j])
+                    row = np.uint64(group + j) * models
+                    at_a = row + kind_a[kind]
+                    at_b = row + kind_b[kind]
+                    qa = q[at_a]
+                    qb = q[at_b]
                     x = step * (kind_score[kind] - qa / (qa + qb))
                     if short:
                         x2 = x * x
@@ -339,8 +343,8 @@ def _elo_draws_loop(
                     else:
                         up = math.exp(x)
                         down = 1.0 / up
-                    q[group + j, a] = qa * up
-                    q[group + j, b] = qb * down
+                    q[at_a] = qa * up
+                    q[at_b] = qb * down
         for j in range(width):
             for kind in range(kinds):
                 if seen[j, kind]:
@@ -458,11 +462,15 @@ def _elo_bootstrap_fused(
     kind, kind_a, kind_b, kind_score = _kinds(enc)
     if (kind[1:] < kind[:-1]).any():
         raise ValueError("the fused engine needs the battles in canonical order")
-    kind_end = np.cumsum(np.bincount(kind, minlength=kind_a.size)).astype(np.int64)
+    kind_end = np.cumsum(np.bincount(kind, minlength=kind_a.size))
     # Bucket b holds the draws u with b = u >> (64 - log2 B), whose positions floor(u n / 2**64)
     # start at floor(b n / B): the kind there is the least a draw in the bucket can have.
     starts = (np.arange(_BUCKETS, dtype=np.int64) * n) // _BUCKETS
-    bucket_kind = kind[starts]
+    bucket_kind = kind[starts].astype(np.uint64)
+    # The last word of each kind, exactly (Python integers): the last kind's is 2**64 - 1.
+    kind_below = np.array(
+        [-(-(int(end) << 64) // n) - 1 for end in kind_end.tolist()], dtype=np.uint64
+    )
     q = np.ones((rounds, m))
     played = np.zeros((rounds, m), dtype=bool)
     groups = -(-rounds // _GROUP)
@@ -471,9 +479,9 @@ def _elo_bootstrap_fused(
     bounds = [min(rounds, _GROUP * (groups * w // workers)) for w in range(workers + 1)]
     arguments = (
         bucket_kind,
-        kind_end,
-        kind_a.astype(np.intp),
-        kind_b.astype(np.intp),
+        kind_below,
+        kind_a.astype(np.uint64),
+        kind_b.astype(np.uint64),
         kind_score,
         n,
         key,
@@ -481,7 +489,9 @@ def _elo_bootstrap_fused(
     coefficient = math.log(base) / scale
 
     def play(w: int) -> None:
-        _elo_draws_compiled(q, played, *arguments, bounds[w], bounds[w + 1], k, coefficient)
+        _elo_draws_compiled(
+            q.reshape(-1), played, *arguments, bounds[w], bounds[w + 1], k, coefficient
+        )
 
     if workers == 1:
         play(0)
