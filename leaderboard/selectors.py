@@ -599,6 +599,16 @@ def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
     return calls.take(index).reset_index(drop=True)
 
 
+def rows_of_run(frame: pd.DataFrame, run_id: int) -> pd.DataFrame:
+    """The rows of one judge run: a slice when the frame is sorted by run (the votes' judges
+    and calls are), else a selection."""
+    runs = frame["run_id"].to_numpy()
+    if len(runs) > 1 and (runs[1:] < runs[:-1]).any():
+        return frame[runs == run_id]
+    start, stop = np.searchsorted(runs, [run_id, run_id + 1])
+    return frame.iloc[int(start) : int(stop)]
+
+
 # The most parts the calls are read in at once, each on a database connection of its own.
 _CALL_PARTS = 4
 

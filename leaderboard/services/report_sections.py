@@ -14,7 +14,7 @@ import pandas as pd
 
 from annotation.models import SEVEN_VALUE_KEYS
 from leaderboard.section_selectors import ReportExtras
-from leaderboard.selectors import StudyVotes
+from leaderboard.selectors import StudyVotes, rows_of_run
 from leaderboard.stats.bias import length_bias
 from leaderboard.stats.correlation import correlation
 from leaderboard.stats.proportion import wilson_interval
@@ -62,7 +62,7 @@ NDCG_DEFINITION = (
 def _votes_by_source(votes: StudyVotes) -> dict[str, pd.DataFrame]:
     frames = {HUMAN: votes.human}
     for source in votes.sources:
-        frames[source.name] = votes.judges[votes.judges["source"] == source.name]
+        frames[source.name] = rows_of_run(votes.judges, source.run_id)
     return frames
 
 

@@ -35,9 +35,11 @@ from leaderboard.section_selectors import (
     report_lengths_get,
 )
 from leaderboard.selectors import (
+    CALL_ORDERS,
     StudyVotes,
     VoteFilters,
     report_snapshot_find,
+    rows_of_run,
     study_votes_get,
     votes_data_hash,
 )
@@ -261,7 +263,8 @@ def _judge_frames(
     """Each source's votes: the given frames, or selected from the judges' votes."""
     if frames is not None:
         return frames
-    return {s: votes.judges[votes.judges["source"] == s] for s in sources}
+    run_of = {s.name: s.run_id for s in votes.sources}
+    return {s: rows_of_run(votes.judges, run_of[s]) for s in sources}
 
 
 def _per_category(
@@ -320,34 +323,46 @@ def _human_position_bias(human: pd.DataFrame, confidence: float) -> dict[str, An
 
 
 def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, Any]:
-    ordered = calls[calls["order"].isin(["ab", "ba"])]
-    shown = ordered.dropna(subset=["likert_shown"])
+    """Position bias of one judge run from its calls: the histogram of shown scores, the share
+    of decisive verdicts for the answer shown first, and the flip rate over the pairs judged in
+    both orders (each order's first verdict on the pair, in the calls' order). Works on the codes
+    of the order and label columns rather than on their text."""
+    order = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes.astype(np.int64)
+    label = pd.Categorical(calls["label"], categories=LABELS).codes.astype(np.int64)
+    # "ab" (0) or "ba" (1): the calls that showed one answer first.
+    one_order = (order == 0) | (order == 1)
+    shown = calls["likert_shown"].to_numpy(dtype=np.float64)
+    with_shown = one_order & ~np.isnan(shown)
     histogram = None
-    if not shown.empty:
-        histogram = position_bias(
-            shown["likert_shown"].astype(int).to_numpy(), confidence=confidence
-        ).histogram
-    decisive = ordered[ordered["label"] != "tie"]
-    first_label = np.where(decisive["order"] == "ab", "A", "B")
-    first = int((decisive["label"].to_numpy() == first_label).sum())
-    # Per pair, the first label given in each order (as a pivot with aggfunc="first" would),
-    # for the pairs judged in both.
-    first_of = {
-        order: ordered.loc[ordered["order"] == order, ["pair_id", "label"]]
-        .dropna()
-        .drop_duplicates("pair_id")
-        .set_index("pair_id")["label"]
-        for order in ("ab", "ba")
-    }
-    wide = pd.DataFrame(first_of).dropna().sort_index()
+    if with_shown.any():
+        histogram = position_bias(shown[with_shown].astype(int), confidence=confidence).histogram
+    # Not a tie (a missing label counts, and never for the first answer); the first-shown answer
+    # is A (code 0) in order "ab" (0) and B (1) in "ba" (1).
+    decisive = one_order & (label != LABELS.index("tie"))
+    first = int((decisive & (label == order)).sum())
+    # Each (pair, order)'s first labelled call, in the calls' order: a stable sort by pair and
+    # order (a no-op on calls in calls_sort's order), then the first row of each run of keys.
+    labelled = np.flatnonzero(one_order & (label >= 0))
+    key = calls["pair_id"].to_numpy(dtype=np.int64)[labelled] * 2 + order[labelled]
+    if len(key) > 1 and (key[1:] < key[:-1]).any():
+        resorted = np.argsort(key, kind="stable")
+        labelled, key = labelled[resorted], key[resorted]
+    heads = np.ones(len(key), dtype=bool)
+    heads[1:] = key[1:] != key[:-1]
+    key, head_label = key[heads], label[labelled[heads]]
+    # A pair judged in both orders has its "ab" key right before its "ba" key.
+    both = (key[:-1] % 2 == 0) & (key[1:] == key[:-1] + 1)
     flips = None
-    if len(wide):
-        flips = flip_rate(wide["ab"].to_numpy(), wide["ba"].to_numpy(), confidence=confidence)
+    if both.any():
+        names = np.array(LABELS)
+        flips = flip_rate(
+            names[head_label[:-1][both]], names[head_label[1:][both]], confidence=confidence
+        )
     return {
         "histogram": histogram,
-        "prefers_first": wilson_interval(first, len(decisive), confidence),
+        "prefers_first": wilson_interval(first, int(decisive.sum()), confidence),
         "flip_rate": flips,
-        "calls_with_order": len(ordered),
+        "calls_with_order": int(one_order.sum()),
     }
 
 
@@ -479,7 +494,7 @@ def _agreement_sections(
     }
     for source in votes.sources:
         mine = by_source[source.name]
-        calls = votes.calls[votes.calls["run_id"] == source.run_id]
+        calls = rows_of_run(votes.calls, source.run_id)
         report["judges"][source.name] = {
             "judge": source.judge_name,
             "kind": source.judge_kind,

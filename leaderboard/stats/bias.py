@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from leaderboard.stats.correlation import Correlation, correlation
 from leaderboard.stats.likert import (
@@ -67,11 +68,14 @@ def flip_rate(
     picks the first-shown answer flips on every pair where it is decisive. Source: Zheng et al.
     (2023), "Judging LLM-as-a-Judge", section 3.3 and Table 2 (position consistency).
     """
-    first = np.asarray(first_order, dtype=object)
-    second = np.asarray(second_order, dtype=object)
+    first = np.asarray(first_order)
+    second = np.asarray(second_order)
     if first.shape != second.shape or first.ndim != 1:
         raise ValueError("both orders must be 1-D and of equal length")
-    unknown = (set(first.tolist()) | set(second.tolist())) - set(PREFERENCES)
+    # The distinct values, found without a Python object per element when the labels come as
+    # a numpy string array.
+    found = [pd.unique(np.asarray(values).ravel()) for values in (first, second)]
+    unknown = set(np.concatenate(found).tolist()) - set(PREFERENCES)
     if unknown:
         raise ValueError(f"preferences must be in {PREFERENCES}; found {sorted(map(str, unknown))}")
     flipped = int((first != second).sum())

@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from annotation.models import Study
+from benchmarks import report_baseline
 from benchmarks.report_baseline import baseline
+from leaderboard.selectors import calls_sort
+from leaderboard.services import reports
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from tests.leaderboard.conftest import run_import, write_jsonl
 
@@ -77,3 +81,34 @@ def test_the_fast_report_equals_the_straightforward_one_on_a_random_study(
     assert ci["units"] == slow_ci["units"]
     for name in ("with_ties", "without_ties"):
         assert ci[name]["lower"] <= fast["human_vs_human"][name]["rate"] <= ci[name]["upper"]
+
+
+def random_calls(seed: int, pairs: int = 300) -> pd.DataFrame:
+    """One run's calls in any order: one or two calls per pair and order, some in both orders
+    at once, some without a shown score."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for pair in range(1, pairs + 1):
+        for order in ("ab", "ba", "both"):
+            for _ in range(int(rng.choice([0, 1, 1, 2]))):
+                shown = float(rng.integers(1, 9)) if rng.random() < 0.8 else np.nan
+                label = str(rng.choice(["A", "B", "tie"]))
+                rows.append((pair, 1, order, label, shown))
+    frame = pd.DataFrame(rows, columns=["pair_id", "run_id", "order", "label", "likert_shown"])
+    frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    frame["order"] = pd.Categorical(frame["order"], categories=["ab", "ba", "both"])
+    frame["label"] = pd.Categorical(frame["label"], categories=["A", "B", "tie"])
+    return frame
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("sort", [True, False])
+def test_judge_position_bias_equals_the_straightforward_one(seed: int, sort: bool) -> None:
+    calls = random_calls(seed)
+    if sort:
+        calls = calls_sort(calls)
+
+    fast = reports._judge_position_bias(calls, 0.95)
+
+    assert fast == report_baseline._judge_position_bias(calls, 0.95)
+    assert fast["flip_rate"] is not None and fast["flip_rate"].total > 100
