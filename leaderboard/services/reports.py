@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from django.conf import settings
 from django.db import transaction
@@ -250,11 +251,26 @@ def _kappas(judge: pd.DataFrame, human: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _unit_scores(frame: pd.DataFrame, scale: str) -> pd.Series:
+def _unit_scores(
+    frame: pd.DataFrame, scale: str, pair_ids: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Each unit's mean score from the frame's votes, at the unit's position in the sorted
+    `pair_ids`, and whether it has one: the mean canonical Likert score of the votes that have
+    one, or the mean of A=-1, tie=0, B=+1. Sums by position (exact: the scores are halves)."""
+    voted = frame["pair_id"].to_numpy(dtype=np.int64)
+    if len(pair_ids) == 0:
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    at = np.minimum(np.searchsorted(pair_ids, voted), len(pair_ids) - 1)
+    known = pair_ids[at] == voted
     if scale == "likert":
-        return frame.dropna(subset=["likert"]).groupby("pair_id")["likert"].mean().astype(float)
-    signs = pd.Series(preference_sign(frame["label"].to_numpy()), index=frame["pair_id"].to_numpy())
-    return signs.groupby(level=0).mean()
+        score = frame["likert"].to_numpy(dtype=np.float64)
+        known &= ~np.isnan(score)
+    else:
+        score = preference_sign(frame["label"])
+    count = np.bincount(at[known], minlength=len(pair_ids))
+    total = np.bincount(at[known], weights=score[known], minlength=len(pair_ids))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / count, np.nan), count > 0
 
 
 def _judge_frames(
@@ -270,27 +286,29 @@ def _judge_frames(
 def _per_category(
     votes: StudyVotes, sources: list[str], frames: Mapping[str, pd.DataFrame] | None = None
 ) -> dict[str, Any]:
-    """Per category: correlation over units between the people's mean score and each judge's."""
+    """Per category: correlation over units between the people's mean score and each judge's.
+
+    Unit scores are computed once per source over all units, as arrays by the unit's position
+    among the pairs, then taken per category by the category's codes."""
     human, judges = votes.human, votes.judges
     has_likert = human["likert"].notna().any() and judges["likert"].notna().any()
     scale = "likert" if has_likert else "preference_sign"
-    category_of = votes.pairs.set_index("pair_id")["category"]
-    # Unit scores once per source over all units, then split by category.
-    people_all = _unit_scores(human, scale)
+    pairs = votes.pairs
+    if not pairs["pair_id"].is_monotonic_increasing:
+        pairs = pairs.sort_values("pair_id", kind="stable")
+    pair_ids = pairs["pair_id"].to_numpy(dtype=np.int64)
+    category_codes, names = pd.factorize(pairs["category"], sort=True)
+    people, people_has = _unit_scores(human, scale, pair_ids)
     by_source = _judge_frames(votes, sources, frames)
-    judge_all = {source: _unit_scores(by_source[source], scale) for source in sources}
-    people_by_category = dict(
-        tuple(people_all.groupby(category_of.reindex(people_all.index).to_numpy()))
-    )
-    categories = sorted(set(votes.pairs["category"].tolist()))
+    judge_all = {source: _unit_scores(by_source[source], scale, pair_ids) for source in sources}
     rows = []
-    for category in categories:
-        people = people_by_category.get(category, pd.Series(dtype=float))
-        entry: dict[str, Any] = {"category": category, "units": len(people), "judges": {}}
+    for code, category in sorted(enumerate(names.tolist()), key=lambda item: item[1]):
+        mine = people_has & (category_codes == code)
+        entry: dict[str, Any] = {"category": category, "units": int(mine.sum()), "judges": {}}
         for source in sources:
-            judge = judge_all[source]
-            both = people.index.intersection(judge.index)
-            xs, ys = people.loc[both].to_numpy(), judge.loc[both].to_numpy()
+            judge, judge_has = judge_all[source]
+            both = mine & judge_has
+            xs, ys = people[both], judge[both]
             entry["judges"][source] = {
                 "pearson": correlation(xs, ys, "pearson"),
                 "spearman": correlation(xs, ys, "spearman"),
