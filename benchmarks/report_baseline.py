@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from leaderboard.services import reports
+from leaderboard.services import report_sections, reports
 from leaderboard.stats import pairwise, ratings
 from leaderboard.stats.agreement import cohen_kappa
 from leaderboard.stats.bias import flip_rate, position_bias
@@ -286,6 +286,43 @@ def _per_category(
     }
 
 
+def _kappas(
+    judge: pd.DataFrame, human: pd.DataFrame, majority: pd.Series | None = None
+) -> dict[str, Any]:
+    """The judge against the people's majority through an index intersection, and the weighted
+    kappa through a merge of the judge's and the people's Likert votes on the pair."""
+    people = report_sections.people_majority(human)
+    mine = judge.set_index("pair_id")["label"]
+    both = people.index.intersection(mine.index)
+    kappa = (
+        cohen_kappa(
+            pd.Categorical(mine.loc[both], categories=LABELS).codes.astype(np.int64),
+            pd.Categorical(people.loc[both], categories=LABELS).codes.astype(np.int64),
+            categories=range(len(LABELS)),
+        )
+        if len(both)
+        else None
+    )
+    merged = judge[["pair_id", "likert"]].merge(
+        human[["pair_id", "likert"]], on="pair_id", suffixes=("_judge", "_human")
+    )
+    merged = merged.dropna(subset=["likert_judge", "likert_human"])
+    weighted = (
+        cohen_kappa(
+            np.floor(merged["likert_judge"].to_numpy() + 0.5).astype(np.int64),
+            merged["likert_human"].to_numpy().astype(np.int64),
+            "quadratic",
+            categories=list(range(1, 9)),
+        )
+        if len(merged)
+        else None
+    )
+    return {
+        "cohen_kappa_vs_majority": {"kappa": kappa, "units": len(both)},
+        "weighted_kappa_likert": {"kappa": weighted, "weights": "quadratic", "pairs": len(merged)},
+    }
+
+
 @contextmanager
 def baseline() -> Iterator[None]:
     """Run the report with the straightforward implementations swapped in."""
@@ -299,6 +336,7 @@ def baseline() -> Iterator[None]:
         (reports, "_judge_position_bias", _judge_position_bias),
         (reports, "cohen_kappa", _cohen_kappa),
         (reports, "_per_category", _per_category),
+        (reports, "_kappas", _kappas),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:

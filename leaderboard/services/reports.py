@@ -206,19 +206,26 @@ def _alpha(human: pd.DataFrame) -> dict[str, Any]:
     return {"nominal_preference": nominal, "ordinal_likert": ordinal}
 
 
-def _kappas(judge: pd.DataFrame, human: pd.DataFrame) -> dict[str, Any]:
-    """Cohen's kappa of the judge against the people's majority label, unit by unit, and the
+def _kappas(
+    judge: pd.DataFrame, human: pd.DataFrame, majority: pd.Series | None = None
+) -> dict[str, Any]:
+    """Cohen's kappa of the judge against the people's majority label (`majority`, from
+    :func:`people_majority`, computed here when not given), unit by unit, and the
     quadratic-weighted kappa of canonical Likert scores vote by vote when both have them."""
-    people = people_majority(human)
-    mine = judge.set_index("pair_id")["label"]
-    both = people.index.intersection(mine.index)
+    people = people_majority(human) if majority is None else majority
+    # The judge's labels meet the people's majority by pair id, as label codes.
+    people_ids = people.index.to_numpy(dtype=np.int64)
+    judge_ids = judge["pair_id"].to_numpy(dtype=np.int64)
+    at = np.minimum(np.searchsorted(people_ids, judge_ids), max(len(people_ids) - 1, 0))
+    on = people_ids[at] == judge_ids if len(people_ids) else np.zeros(len(judge), dtype=bool)
+    units = int(on.sum())
     kappa = (
         cohen_kappa(
-            pd.Categorical(mine.loc[both], categories=LABELS).codes.astype(np.int64),
-            pd.Categorical(people.loc[both], categories=LABELS).codes.astype(np.int64),
+            pd.Categorical(judge["label"], categories=LABELS).codes.astype(np.int64)[on],
+            pd.Categorical(people.to_numpy(), categories=LABELS).codes.astype(np.int64)[at[on]],
             categories=range(len(LABELS)),
         )
-        if len(both)
+        if units
         else None
     )
     judged = judge.dropna(subset=["likert"])
@@ -246,7 +253,7 @@ def _kappas(judge: pd.DataFrame, human: pd.DataFrame) -> dict[str, Any]:
                 categories=list(range(1, 9)),
             )
     return {
-        "cohen_kappa_vs_majority": {"kappa": kappa, "units": len(both)},
+        "cohen_kappa_vs_majority": {"kappa": kappa, "units": units},
         "weighted_kappa_likert": {"kappa": weighted, "weights": "quadratic", "pairs": n_weighted},
     }
 
@@ -510,6 +517,7 @@ def _agreement_sections(
         "judge_vs_judge": [],
         "position_bias": {HUMAN: _human_position_bias(human, params.confidence)},
     }
+    majority = people_majority(human)
     for source in votes.sources:
         mine = by_source[source.name]
         calls = rows_of_run(votes.calls, source.run_id)
@@ -524,7 +532,7 @@ def _agreement_sections(
             "vs_human": {
                 **_agreement_with_ci(mine, human, params),
                 "majority": _agreement(mine, human, "majority") if len(mine) else None,
-                **_kappas(mine, human),
+                **_kappas(mine, human, majority),
             },
         }
         report["position_bias"][source.name] = _judge_position_bias(calls, params.confidence)

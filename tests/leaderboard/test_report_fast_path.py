@@ -112,3 +112,37 @@ def test_judge_position_bias_equals_the_straightforward_one(seed: int, sort: boo
 
     assert fast == report_baseline._judge_position_bias(calls, 0.95)
     assert fast["flip_rate"] is not None and fast["flip_rate"].total > 100
+
+
+def random_votes(seed: int, pairs: int = 400) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """People's votes (several per pair, some pairs without) and one judge's vote per pair
+    (some pairs without), with Likert scores that are sometimes missing or half points."""
+    rng = np.random.default_rng(seed)
+    labels = np.array(["A", "B", "tie"])
+    human = pd.DataFrame(
+        {
+            "pair_id": rng.integers(1, pairs + 1, 3 * pairs),
+            "label": pd.Categorical(labels[rng.integers(0, 3, 3 * pairs)], categories=labels),
+            "likert": np.where(rng.random(3 * pairs) < 0.8, rng.integers(1, 9, 3 * pairs), np.nan),
+        }
+    )
+    judged = np.sort(rng.choice(np.arange(1, pairs + 30), pairs, replace=False))
+    judge = pd.DataFrame(
+        {
+            "pair_id": judged,
+            "label": pd.Categorical(labels[rng.integers(0, 3, pairs)], categories=labels),
+            "likert": np.where(rng.random(pairs) < 0.8, rng.integers(2, 17, pairs) / 2, np.nan),
+        }
+    )
+    return human, judge
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kappas_equal_the_straightforward_ones(seed: int) -> None:
+    human, judge = random_votes(seed)
+
+    fast = reports._kappas(judge, human)
+
+    assert fast == report_baseline._kappas(judge, human)
+    assert fast["cohen_kappa_vs_majority"]["units"] > 300
+    assert fast["weighted_kappa_likert"]["pairs"] > 500
