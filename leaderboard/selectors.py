@@ -187,6 +187,7 @@ def frame_read_coded(
     choices: Mapping[str, Sequence[str]] | None = None,
     flags: Sequence[str] = (),
     small: Mapping[str, int] | None = None,
+    top: str | None = None,
 ) -> pd.DataFrame:
     """Read numeric, boolean and choice fields of the queryset into a DataFrame with `columns`.
 
@@ -201,8 +202,12 @@ def frame_read_coded(
     (``string_agg(int8send(...))``, fetched in binary format), which numpy reads as it is: the
     database turns no value into text and the client parses none. The choice, flag and small
     columns of a row are packed into one of those integers, each a digit of a mixed-radix number
-    (0 for NULL); a NULL plain integer is sent as -2**63. A string stays under PostgreSQL's 1 GB
-    limit up to some 130 million rows.
+    (0 for NULL); a NULL plain integer is sent as -2**63. `top` names one plain column that is
+    never NULL nor negative (an id), sent as the most significant digit of that same integer, so
+    that a row may travel as one number; NULL or a negative value there raises ValueError, and a
+    value too large for the integer (above 2**63 over the product of the other digits' radices,
+    some 10**15 for the report's reads) makes PostgreSQL refuse the query. A string stays under
+    PostgreSQL's 1 GB limit up to some 130 million rows.
     """
     choices = choices or {}
     small = small or {}
@@ -214,7 +219,8 @@ def frame_read_coded(
     if sql and connection.vendor == "postgresql":
         aliases = dict(zip(columns, (f"c{i}" for i in range(len(fields))), strict=True))
         packed = [c for c in columns if c in choices or c in flags or c in small]
-        plain = [c for c in columns if c not in packed]
+        on_top = top if packed and top is not None else None
+        plain = [c for c in columns if c not in packed and c != on_top]
         digits, radices = [], []
         for name in packed:
             alias = aliases[name]
@@ -240,9 +246,10 @@ def frame_read_coded(
             raise ValueError("too many packed columns for one 64-bit number")
         cells = [f"coalesce({aliases[name]}, {_NULL_INT_SQL})" for name in plain]
         if packed:
-            cells.append(
-                " + ".join(f"({d})::bigint * {m}" for d, m in zip(digits, multipliers, strict=True))
-            )
+            terms = [f"({d})::bigint * {m}" for d, m in zip(digits, multipliers, strict=True)]
+            if on_top is not None:
+                terms.append(f"coalesce({aliases[on_top]}, -1)::bigint * {math.prod(radices)}")
+            cells.append(" + ".join(terms))
         aggregate = (
             "SELECT "
             + ", ".join(f"string_agg(int8send({cell}), ''::bytea)" for cell in cells)
@@ -282,6 +289,11 @@ def frame_read_coded(
                     if (digit == 0).any()
                     else value
                 )
+        if on_top is not None:
+            assert rest is not None
+            if (rest < 0).any():
+                raise ValueError(f"column {on_top!r} holds NULL or a negative number")
+            decoded[on_top] = rest
         return pd.DataFrame(
             {name: decoded[name] if name in decoded else raw[name].to_numpy() for name in columns},
             index=raw.index,
@@ -422,6 +434,7 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
         ],
         choices={"gold_side": GOLD_SIDES, "gold_kind": GOLD_KINDS},
         flags=("is_gold",),
+        top="pair_id",
     )
     prompts = frame_read(
         Prompt.objects.filter(study=study),
@@ -516,6 +529,7 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
         choices={"label": LABELS},
         flags=("a_left", "is_imported"),
         small={"likert": 8, "likert_shown": 8},
+        top="pair_id",
     )
     frame = _scores_as_float(frame)
     # Raters are named "w<worker id>", a Categorical over the names sorted as text.
@@ -532,17 +546,27 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
 
 
 def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.DataFrame:
+    """The done calls of the sources' runs; for one run, the run is not read but filled in, so
+    that a call travels as one number (its pair on top of its packed choices and scores)."""
     run_ids = [s.run_id for s in sources]
     qs = JudgeCall.objects.filter(
         _pair_q(filters, "pair__"), run_id__in=run_ids, status=JudgeCall.Status.DONE
     ).exclude(preference="")
+    one_run = len(run_ids) == 1
+    fields: tuple[str, ...] = ("pair_id", "run_id", "order", "preference", "likert", "likert_shown")
+    columns = CALL_COLUMNS
+    if one_run:
+        fields, columns = fields[:1] + fields[2:], columns[:1] + columns[2:]
     frame = frame_read_coded(
         qs,
-        ("pair_id", "run_id", "order", "preference", "likert", "likert_shown"),
-        CALL_COLUMNS,
+        fields,
+        columns,
         choices={"order": CALL_ORDERS, "label": LABELS},
         small={"likert": 8, "likert_shown": 8},
+        top="pair_id",
     )
+    if one_run:
+        frame.insert(1, "run_id", np.full(len(frame), run_ids[0], dtype=np.int64))
     return _scores_as_float(frame)
 
 

@@ -178,3 +178,34 @@ def test_pairs_carry_their_answers_systems_and_prompts(cast: Cast) -> None:
     assert frame[["pair_id", "prompt_external_id", "system_a", "system_b"]].values.tolist() == [
         [pair.pk, "q7", pair.answer_a.system.name, pair.answer_b.system.name]
     ]
+
+
+def test_a_column_on_top_of_the_packed_number_comes_back_as_read_alone(cast: Cast) -> None:
+    rate(make_pair(cast.study, "p1"), cast.worker_one, preference="B", likert=7, a_left=False)
+    rate(make_pair(cast.study, "p2"), cast.worker_two, preference="tie", likert=None, a_left=None)
+    qs = HumanJudgment.objects.filter(study=cast.study)
+    fields, columns = (
+        ("id", "pair_id", "preference", "a_left"),
+        ["id", "pair_id", "label", "a_left"],
+    )
+    options = {"choices": {"label": ("A", "B", "tie")}, "flags": ("a_left",)}
+
+    alone = frame_read_coded(qs, fields, columns, **options).sort_values("id")  # type: ignore[arg-type]
+    on_top = frame_read_coded(qs, fields, columns, top="pair_id", **options).sort_values("id")  # type: ignore[arg-type]
+
+    pd.testing.assert_frame_equal(on_top, alone)
+    assert on_top["pair_id"].dtype == "int64"
+
+
+def test_null_on_top_of_the_packed_number_is_an_error_naming_the_column(cast: Cast) -> None:
+    rate(make_pair(cast.study, "p1"), cast.worker_one, preference="B", likert=None, a_left=True)
+    qs = HumanJudgment.objects.filter(study=cast.study)
+
+    with pytest.raises(ValueError, match="column 'likert' holds NULL or a negative number"):
+        frame_read_coded(
+            qs,
+            ("likert", "preference"),
+            ["likert", "label"],
+            choices={"label": ("A", "B", "tie")},
+            top="likert",
+        )
