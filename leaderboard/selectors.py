@@ -542,7 +542,11 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
         rank[inverse.reshape(-1)] if len(frame) else np.zeros(0, dtype=np.int64),
         categories=names[order],
     )
-    return frame
+    # Sorted by judgment id (unique), so the same rows always come in the same order; read in
+    # that order already as a rule (a table filled in order).
+    if not frame["id"].is_monotonic_increasing:
+        frame = frame.sort_values("id", kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.DataFrame:
@@ -568,6 +572,14 @@ def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.
     if one_run:
         frame.insert(1, "run_id", np.full(len(frame), run_ids[0], dtype=np.int64))
     return _scores_as_float(frame)
+
+
+def _calls_combined(
+    *, sources: Sequence[JudgeSource], filters: VoteFilters
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sources' calls in calls_sort's order and their combined votes."""
+    calls = calls_sort(_calls_frame(sources=sources, filters=filters))
+    return calls, _combine_sorted(calls) if len(calls) else judge_votes_combine(calls)
 
 
 def judge_votes_combine(calls: pd.DataFrame) -> pd.DataFrame:
@@ -616,11 +628,27 @@ def _combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
 
 
 def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
-    """The calls in (run, pair, order) order, ties in their given order (a stable sort)."""
+    """The calls in (run, pair, order) order, ties in their given order (a stable sort); calls
+    already in that order (as each part of the report's read is) are returned as they are."""
     order_codes = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes
+    run, pair = calls["run_id"].to_numpy(), calls["pair_id"].to_numpy()
+    if _in_order(run, pair, order_codes):
+        return calls.reset_index(drop=True)
     # np.lexsort is stable and sorts by its last key first.
-    index = np.lexsort((order_codes, calls["pair_id"].to_numpy(), calls["run_id"].to_numpy()))
+    index = np.lexsort((order_codes, pair, run))
     return calls.take(index).reset_index(drop=True)
+
+
+def _in_order(*keys: npt.NDArray[Any]) -> bool:
+    """Whether the rows are sorted by the keys, the first key first."""
+    if len(keys[0]) < 2:
+        return True
+    before = np.zeros(len(keys[0]) - 1, dtype=bool)  # row i strictly before row i + 1
+    tied = np.ones(len(keys[0]) - 1, dtype=bool)  # equal on the keys so far
+    for key in keys:
+        before |= tied & (key[1:] > key[:-1])
+        tied &= key[1:] == key[:-1]
+    return bool((before | tied).all())
 
 
 def rows_of_run(frame: pd.DataFrame, run_id: int) -> pd.DataFrame:
@@ -644,19 +672,24 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     # PostgreSQL builds the results at once, in server processes of their own: the pairs, the
     # people's votes and the calls, these split by judge run (each run's calls found through the
     # index on the run) into up to _CALL_PARTS parts.
-    parts = [sources[i::_CALL_PARTS] for i in range(min(_CALL_PARTS, len(sources)))] or [()]
+    # Each part is a range of runs by id, so that the parts, each sorted and combined in its
+    # own thread, join in calls_sort's order.
+    by_run = sorted(sources, key=lambda source: source.run_id)
+    count = min(_CALL_PARTS, len(by_run))
+    parts = [
+        by_run[len(by_run) * i // count : len(by_run) * (i + 1) // count] for i in range(count)
+    ]
     pairs, human, *call_parts = run_parallel(
         lambda: study_pairs_frame(study=study, filters=filters),
         lambda: _human_frame(study=study, filters=filters, raters=raters),
-        *(functools.partial(_calls_frame, sources=part, filters=filters) for part in parts),
+        *(
+            functools.partial(_calls_combined, sources=part, filters=filters)
+            for part in parts or [[]]
+        ),
         uses_database=True,
     )
-    unsorted_calls = (
-        pd.concat(call_parts, ignore_index=True) if len(call_parts) > 1 else call_parts[0]
-    )
-    # Sorted once here: the combination and the report's calls frame both want this order.
-    calls = calls_sort(unsorted_calls)
-    combined = _combine_sorted(calls) if len(calls) else judge_votes_combine(calls)
+    calls = calls_sort(pd.concat([part[0] for part in call_parts], ignore_index=True))
+    combined = pd.concat([part[1] for part in call_parts], ignore_index=True)
     names = sorted({s.name for s in sources})
     position = {s.run_id: names.index(s.name) for s in sources}
     runs, inverse = np.unique(combined["run_id"].to_numpy(dtype=np.int64), return_inverse=True)
@@ -672,19 +705,15 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
         np.where(a_left == True, 0, np.where(a_left == False, 1, -1)),  # noqa: E712
         categories=LABELS,
     )
-    # Sorted by judgment id (unique), so the same rows always come in the same order.
-    human = human.sort_values("id", kind="stable")[VOTE_COLUMNS].reset_index(drop=True)
+    human = human[VOTE_COLUMNS]
     judges = combined.join(human_cols, on="pair_id")
     judges["likert_shown"] = None
     judges["shown_first"] = None
     judges["is_imported"] = judges["run_id"].map(
         {s.run_id: s.status == JudgeRun.Status.IMPORTED for s in sources}
     )
-    judges = (
-        judges[[*VOTE_COLUMNS, "run_id"]]
-        .sort_values(["run_id", "pair_id"], kind="stable")
-        .reset_index(drop=True)
-    )
+    # In (run, pair) order already: the combination of calls in calls_sort's order.
+    judges = judges[[*VOTE_COLUMNS, "run_id"]].reset_index(drop=True)
     return StudyVotes(
         pairs=pairs,
         human=human,

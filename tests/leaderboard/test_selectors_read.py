@@ -12,7 +12,9 @@ from judges.models import Judge, JudgeCall, JudgeRun
 from leaderboard.section_selectors import report_lengths_get
 from leaderboard.selectors import (
     VoteFilters,
+    calls_sort,
     frame_read_coded,
+    judge_votes_combine,
     study_pairs_frame,
     study_votes_get,
 )
@@ -97,16 +99,20 @@ def _votes_as_records(cast: Cast) -> dict[str, list[tuple[object, ...]]]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: Cast) -> None:
+@pytest.mark.parametrize("judges", [2, 5])
+def test_reads_on_their_own_connections_give_the_frames_of_one_connection(
+    cast: Cast, judges: int
+) -> None:
     # Committed rows (no test transaction), so that the reading threads' connections see them.
-    # Two judge runs, whose calls are read in parts of their own.
+    # Judge runs whose calls are read in parts of their own: one run per part, or (five runs in
+    # four parts) two runs in one part.
     runs = [
         JudgeRun.objects.create(
-            judge=Judge.objects.create(name=name, kind=Judge.Kind.LLM),
+            judge=Judge.objects.create(name=f"judge {chr(ord('e') - n)}", kind=Judge.Kind.LLM),
             study=cast.study,
             status=JudgeRun.Status.DONE,
         )
-        for name in ("judge", "second judge")
+        for n in range(judges)
     ]
     for n in range(6):
         pair = make_pair(cast.study, f"p{n}")
@@ -136,8 +142,16 @@ def test_reads_on_their_own_connections_give_the_frames_of_one_connection(cast: 
         one_connection = _votes_as_records(cast)
 
     assert concurrent == one_connection
-    assert len(concurrent["human"]) == 6 and len(concurrent["calls"]) == 24
-    assert len(concurrent["judges"]) == 12
+    assert len(concurrent["human"]) == 6 and len(concurrent["calls"]) == 12 * judges
+    assert len(concurrent["judges"]) == 6 * judges
+    # Each part sorted and combined on its own gives what sorting and combining all calls gives.
+    votes = study_votes_get(study=cast.study, filters=VoteFilters())
+    shuffled = votes.calls.sample(frac=1.0, random_state=0)
+    pd.testing.assert_frame_equal(votes.calls, calls_sort(shuffled))
+    combined = judge_votes_combine(shuffled)
+    assert votes.judges[["run_id", "pair_id"]].values.tolist() == sorted(
+        combined[["run_id", "pair_id"]].values.tolist()
+    )
 
 
 def test_lengths_are_each_answers_characters_at_the_pairs_turn_nan_where_it_has_none(
