@@ -113,28 +113,33 @@ def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     return out
 
 
-def report_extras_get(
-    *, study: Study, votes: StudyVotes, lengths: pd.DataFrame | None = None
-) -> ReportExtras:
-    """Read the answer lengths (unless given, from :func:`report_lengths_get`), cited values,
-    gold ranks and answer scores behind `votes`."""
-    filters = votes.filters
-    if lengths is None:
-        lengths = report_lengths_get(study=study, filters=filters)
+@dataclass(frozen=True)
+class ExtraRows:
+    """The rows of the later sections that need only the filters, the rater set and the runs:
+    cited values, ranked or voted answers of the study, and those answers' scores."""
 
+    values: pd.DataFrame
+    answers: pd.DataFrame
+    scores: pd.DataFrame
+
+
+def report_extra_rows_get(
+    *, study: Study, filters: VoteFilters, raters: str, run_ids: list[int]
+) -> ExtraRows:
+    """Read the cited values, gold ranks and answer scores; needs no votes, so that a report may
+    read them beside the votes."""
     judgments = (
         HumanJudgment.objects.filter(_pair_filter(filters, "pair__"), study=study)
         .exclude(preference="")
         .exclude(values=[])
     )
-    if votes.raters == "experts":
+    if raters == "experts":
         judgments = judgments.filter(worker__external_id__startswith=EXPERT_PREFIX)
     values = _records(
         judgments.order_by("pk").values_list("pair_id", "worker_id", "preference", "values"),
         ["pair_id", "rater", "label", "values"],
     )
     values["rater"] = "w" + values["rater"].astype(str)
-
     answers = _records(
         Answer.objects.filter(prompt__study=study)
         .filter(Q(rank__isnull=False) | Q(upvotes__isnull=False))
@@ -142,20 +147,44 @@ def report_extras_get(
         .values_list("pk", "prompt_id", "rank", "upvotes"),
         ["answer_id", "prompt_id", "rank", "upvotes"],
     )
-    # Only the prompts of the selected pairs (filters apply to prompts through their pairs).
-    answers = answers[answers["prompt_id"].isin(votes.pairs["prompt_id"].unique())]
-    answers = answers.reset_index(drop=True)
-    for column in ("rank", "upvotes"):
-        answers[column] = pd.to_numeric(answers[column]).astype("float64")
-    run_ids = [s.run_id for s in votes.sources]
     scores = _records(
         AnswerScore.objects.filter(run_id__in=run_ids, answer__prompt__study=study)
         .order_by("run_id", "answer_id")
         .values_list("run_id", "answer_id", "score"),
         ["run_id", "answer_id", "score"],
     )
+    return ExtraRows(values=values, answers=answers, scores=scores)
+
+
+def report_extras_get(
+    *,
+    study: Study,
+    votes: StudyVotes,
+    lengths: pd.DataFrame | None = None,
+    rows: ExtraRows | None = None,
+) -> ReportExtras:
+    """The answer lengths (unless given, from :func:`report_lengths_get`), cited values, gold
+    ranks and answer scores behind `votes` (read unless given, by
+    :func:`report_extra_rows_get`)."""
+    filters = votes.filters
+    if lengths is None:
+        lengths = report_lengths_get(study=study, filters=filters)
+    if rows is None:
+        rows = report_extra_rows_get(
+            study=study,
+            filters=filters,
+            raters=votes.raters,
+            run_ids=[s.run_id for s in votes.sources],
+        )
+    answers = rows.answers
+    # Only the prompts of the selected pairs (filters apply to prompts through their pairs).
+    answers = answers[answers["prompt_id"].isin(votes.pairs["prompt_id"].unique())]
+    answers = answers.reset_index(drop=True)
+    for column in ("rank", "upvotes"):
+        answers[column] = pd.to_numeric(answers[column]).astype("float64")
+    scores = rows.scores
     scores = scores[scores["answer_id"].isin(answers["answer_id"])].reset_index(drop=True)
-    return ReportExtras(lengths=lengths, values=values, answers=answers, scores=scores)
+    return ReportExtras(lengths=lengths, values=rows.values, answers=answers, scores=scores)
 
 
 def extras_data_hash(*, extras: ReportExtras) -> str:

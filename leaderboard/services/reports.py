@@ -32,6 +32,7 @@ from leaderboard.parallel import run_parallel
 from leaderboard.section_selectors import (
     ReportExtras,
     extras_data_hash,
+    report_extra_rows_get,
     report_extras_get,
     report_lengths_get,
 )
@@ -41,6 +42,8 @@ from leaderboard.selectors import (
     VoteFilters,
     report_snapshot_find,
     rows_of_run,
+    study_judge_sources,
+    study_raters_resolve,
     study_votes_get,
     votes_data_hash,
 )
@@ -587,14 +590,18 @@ def agreement_report_build(
 
 
 def _votes_and_extras_get(*, study: Study, filters: VoteFilters) -> tuple[StudyVotes, ReportExtras]:
-    """The votes and the extra rows; the answer lengths (which need only the filters) are read
-    beside the votes, by PostgreSQL in a process of their own."""
-    votes, lengths = run_parallel(
+    """The votes and the extra rows; the answer lengths and the other extra rows (which need
+    only the filters, the rater set and the runs) are read beside the votes, by PostgreSQL in
+    processes of their own."""
+    raters = study_raters_resolve(study=study, raters=filters.raters)
+    run_ids = [s.run_id for s in study_judge_sources(study=study, filters=filters)]
+    votes, lengths, rows = run_parallel(
         lambda: study_votes_get(study=study, filters=filters),
         lambda: report_lengths_get(study=study, filters=filters),
+        lambda: report_extra_rows_get(study=study, filters=filters, raters=raters, run_ids=run_ids),
         uses_database=True,
     )
-    return votes, report_extras_get(study=study, votes=votes, lengths=lengths)
+    return votes, report_extras_get(study=study, votes=votes, lengths=lengths, rows=rows)
 
 
 def report_data_hash(*, votes: StudyVotes, extras: ReportExtras) -> str:
