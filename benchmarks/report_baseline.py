@@ -20,7 +20,7 @@ import pandas as pd
 
 from leaderboard.services import report_sections, reports
 from leaderboard.stats import pairwise, ratings
-from leaderboard.stats.agreement import cohen_kappa
+from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
 from leaderboard.stats.bias import flip_rate, position_bias
 from leaderboard.stats.correlation import correlation
 from leaderboard.stats.likert import preference_sign
@@ -323,6 +323,21 @@ def _kappas(
     }
 
 
+def _fleiss(human: pd.DataFrame) -> dict[str, Any]:
+    """The units x labels counts by a group-by on pair and label, unstacked."""
+    counts = (
+        human.groupby(["pair_id", "label"], observed=True).size().unstack("label", fill_value=0)
+    )
+    counts = counts.reindex(columns=list(LABELS), fill_value=0)
+    per_unit = counts.sum(axis=1)
+    rated = per_unit[per_unit >= 2]
+    if rated.empty:
+        return {"kappa": None, "units": 0, "votes_per_unit": None}
+    modal = int(rated.value_counts().sort_index().idxmax())
+    table = counts[per_unit == modal]
+    return {"kappa": fleiss_kappa(table.to_numpy()), "units": len(table), "votes_per_unit": modal}
+
+
 @contextmanager
 def baseline() -> Iterator[None]:
     """Run the report with the straightforward implementations swapped in."""
@@ -337,6 +352,7 @@ def baseline() -> Iterator[None]:
         (reports, "cohen_kappa", _cohen_kappa),
         (reports, "_per_category", _per_category),
         (reports, "_kappas", _kappas),
+        (reports, "_fleiss", _fleiss),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:

@@ -184,16 +184,24 @@ def _units_ci(per_unit: pd.DataFrame, params: ReportParams) -> dict[str, Any]:
 
 
 def _fleiss(human: pd.DataFrame) -> dict[str, Any]:
-    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes."""
-    counts = human.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
-    counts = counts.reindex(columns=list(LABELS), fill_value=0)
+    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes.
+
+    The units x (A, B, tie) counts come from label codes per unit (votes without a label left
+    out), units in pair id order; the most common number of votes is the smallest on a tie."""
+    units, _ = pd.factorize(human["pair_id"], sort=True)
+    labels = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
+    known = labels >= 0
+    n_units = int(units.max()) + 1 if len(units) else 0
+    counts = np.bincount(
+        units[known] * len(LABELS) + labels[known], minlength=n_units * len(LABELS)
+    ).reshape(n_units, len(LABELS))
     per_unit = counts.sum(axis=1)
     rated = per_unit[per_unit >= 2]
-    if rated.empty:
+    if rated.size == 0:
         return {"kappa": None, "units": 0, "votes_per_unit": None}
-    modal = int(rated.value_counts().sort_index().idxmax())
+    modal = int(np.bincount(rated).argmax())
     table = counts[per_unit == modal]
-    return {"kappa": fleiss_kappa(table.to_numpy()), "units": len(table), "votes_per_unit": modal}
+    return {"kappa": fleiss_kappa(table), "units": len(table), "votes_per_unit": modal}
 
 
 def _alpha(human: pd.DataFrame) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from leaderboard.stats.pairwise import (
     AgreementInterval,
     PairwiseAgreement,
     bootstrap_agreement_ci,
+    key_codes,
     pairwise_agreement,
     pairwise_agreement_by_unit,
 )
@@ -119,16 +120,17 @@ def krippendorff_alpha_from_long(
     if unit_arr.size == 0:
         return math.nan
 
-    unit_codes, _ = pd.factorize(unit_arr)
+    # Integer unit ids in a narrow range (a study's pair ids) are numbered by marking the range.
+    unit_codes, _ = key_codes(pd.Series(unit_arr, copy=False))
     domain: npt.NDArray[Any]
     if level == "nominal":
         value_codes, domain_index = pd.factorize(value_arr)
         # The nominal metric ignores the domain's values; positions are enough.
         domain = np.arange(len(domain_index), dtype=np.float64)
     else:
-        numeric = np.asarray(value_arr, dtype=np.float64)
-        domain, value_codes = np.unique(numeric, return_inverse=True)
-        value_codes = value_codes.reshape(-1)
+        # The distinct values in numeric order, found by hashing rather than sorting them all.
+        value_codes, uniques = pd.factorize(np.asarray(value_arr, dtype=np.float64), sort=True)
+        domain = np.asarray(uniques, dtype=np.float64)
 
     n_units, n_values = int(unit_codes.max()) + 1, len(domain)
     counts = np.bincount(unit_codes * n_values + value_codes, minlength=n_units * n_values).reshape(

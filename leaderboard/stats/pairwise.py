@@ -86,7 +86,7 @@ def _label_codes(labels: pd.Series) -> npt.NDArray[np.int64]:
     return position[codes] if len(found) else np.zeros(0, dtype=np.int64)
 
 
-def _key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
+def key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
     """Number the keys densely in sorted order (in order of appearance when they do not sort).
 
     Integer keys in a range not much wider than their count (a study's pair ids) are numbered
@@ -114,7 +114,7 @@ def _encode_sources(
     """Code each frame's votes, numbering the keys of all frames together (sorted when the
     keys sort, else in order of appearance); return the codes and the key values."""
     keys = pd.concat([f[key] for f in frames], ignore_index=True) if frames else pd.Series()
-    key_codes, key_values = _key_codes(keys)
+    codes, key_values = key_codes(keys)
     out = []
     start = 0
     for frame in frames:
@@ -122,7 +122,7 @@ def _encode_sources(
         rater_codes, _ = pd.factorize(frame[rater])
         out.append(
             _Coded(
-                key=key_codes[start : start + n].astype(np.int64),
+                key=codes[start : start + n].astype(np.int64),
                 label=_label_codes(frame[label]),
                 rater=rater_codes.astype(np.int64),
             )

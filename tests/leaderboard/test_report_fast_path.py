@@ -8,7 +8,7 @@ indices (same distribution, different draws).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -146,3 +146,27 @@ def test_kappas_equal_the_straightforward_ones(seed: int) -> None:
     assert fast == report_baseline._kappas(judge, human)
     assert fast["cohen_kappa_vs_majority"]["units"] > 300
     assert fast["weighted_kappa_likert"]["pairs"] > 500
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fleiss_and_alpha_equal_the_straightforward_ones(seed: int) -> None:
+    human, _ = random_votes(seed)
+    human.loc[human.sample(frac=0.05, random_state=seed).index, "label"] = np.nan
+
+    fast = reports._fleiss(human)
+
+    assert fast == report_baseline._fleiss(human)
+    assert fast["units"] > 50
+    # Alpha with the unit ids numbered by their range equals alpha with them as text labels.
+    by_text = human.assign(pair_id=human["pair_id"].map(lambda p: f"pair {p}"))
+    levels: list[tuple[str, Literal["nominal", "ordinal"]]] = [
+        ("label", "nominal"),
+        ("likert", "ordinal"),
+    ]
+    for column, level in levels:
+        assert reports.krippendorff_alpha_from_long(
+            human["pair_id"], human[column], level
+        ) == pytest.approx(
+            reports.krippendorff_alpha_from_long(by_text["pair_id"], by_text[column], level),
+            abs=1e-12,
+        )
