@@ -4,8 +4,9 @@ These are the versions of the report's hot spots before they were made fast: pan
 on string labels for agreement, one resample of unit indices per bootstrap round, online Elo fed
 from materialised blocks of draws indexing three arrays of the battles' length, a dictionary
 lookup per battle, a pivot table for flip rates, group-bys and index intersections for the
-per-category correlations. `baseline()` swaps them in, so that the
-benchmark times the same report both ways in one run.
+per-category correlations, the kappas against the people's majority and Fleiss' counts.
+`baseline()` swaps them in, so that the benchmark times the same report both ways in one run,
+and tests check both give the same numbers.
 """
 
 from __future__ import annotations
@@ -278,10 +279,7 @@ def _per_category(
         rows.append(entry)
     return {
         "scale": scale,
-        "definition": (
-            "per unit, the mean canonical Likert score (or, without Likert, the mean of A=-1, "
-            "tie=0, B=+1); correlated across the category's units judged by both"
-        ),
+        "definition": reports.PER_CATEGORY_DEFINITION,
         "categories": rows,
     }
 

@@ -301,6 +301,12 @@ def _judge_frames(
     return {s: rows_of_run(votes.judges, run_of[s]) for s in sources}
 
 
+PER_CATEGORY_DEFINITION = (
+    "per unit, the mean canonical Likert score (or, without Likert, the mean of A=-1, "
+    "tie=0, B=+1); correlated across the category's units judged by both"
+)
+
+
 def _per_category(
     votes: StudyVotes, sources: list[str], frames: Mapping[str, pd.DataFrame] | None = None
 ) -> dict[str, Any]:
@@ -334,10 +340,7 @@ def _per_category(
         rows.append(entry)
     return {
         "scale": scale,
-        "definition": (
-            "per unit, the mean canonical Likert score (or, without Likert, the mean of A=-1, "
-            "tie=0, B=+1); correlated across the category's units judged by both"
-        ),
+        "definition": PER_CATEGORY_DEFINITION,
         "categories": rows,
     }
 
