@@ -20,6 +20,7 @@ from leaderboard.selectors import (
     VoteFilters,
     frame_hash_update,
     frame_read_coded,
+    positions_of,
 )
 
 
@@ -108,7 +109,7 @@ def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     turn_at = np.searchsorted(turns, pairs["turn"].to_numpy(dtype=np.int64))
     out = pairs[["pair_id", "answer_a_id", "answer_b_id"]].astype("int64")
     for side in ("a", "b"):
-        answer_at = np.searchsorted(answer_ids, out[f"answer_{side}_id"].to_numpy())
+        answer_at = positions_of(answer_ids, out[f"answer_{side}_id"].to_numpy(), "answer")
         out[f"len_{side}"] = length[answer_at, turn_at] if len(out) else np.zeros(0)
     return out
 

@@ -443,7 +443,7 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
         text=("external_id", "category"),
     ).sort_values("id")
     prompt_ids = prompts["id"].to_numpy(dtype=np.int64)
-    at = np.searchsorted(prompt_ids, frame["prompt_id"].to_numpy(dtype=np.int64))
+    at = positions_of(prompt_ids, frame["prompt_id"].to_numpy(dtype=np.int64), "prompt")
     external = prompts["external_id"].to_numpy(dtype=object)
     frame["prompt_external_id"] = pd.Series(external[at], index=frame.index, dtype=object)
     frame["category"] = _categorical(prompts["category"].to_numpy(dtype=object), at)
@@ -456,12 +456,26 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     system_ids = np.array(sorted(systems), dtype=np.int64)
     names = np.array([systems[i] for i in system_ids.tolist()], dtype=object)
     for side in ("a", "b"):
-        answer = np.searchsorted(answer_ids, frame[f"answer_{side}"].to_numpy(dtype=np.int64))
-        at_system = np.searchsorted(system_ids, answer_systems[answer])
+        answer = positions_of(
+            answer_ids, frame[f"answer_{side}"].to_numpy(dtype=np.int64), "answer"
+        )
+        at_system = positions_of(system_ids, answer_systems[answer], "system")
         frame[f"system_{side}"] = _categorical(names, at_system)
     frame["is_gold"] = frame["is_gold"].astype(bool)
     frame = frame[PAIR_COLUMNS]
     return frame.sort_values("pair_id", kind="stable").reset_index(drop=True)
+
+
+def positions_of(
+    ids: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64], what: str
+) -> npt.NDArray[np.intp]:
+    """Each wanted id's position in the sorted `ids`; an id not there (a row pointing outside
+    the study) raises ValueError naming it."""
+    at = np.minimum(np.searchsorted(ids, wanted), max(len(ids) - 1, 0))
+    missing = ids[at] != wanted if len(ids) else np.ones(len(wanted), dtype=bool)
+    if missing.any():
+        raise ValueError(f"{what} {int(wanted[missing][0])} is not one of the study's {what}s")
+    return at
 
 
 def _categorical(values: npt.NDArray[Any], at: npt.NDArray[np.intp]) -> pd.Categorical:

@@ -223,3 +223,14 @@ def test_null_on_top_of_the_packed_number_is_an_error_naming_the_column(cast: Ca
             choices={"label": ("A", "B", "tie")},
             top="likert",
         )
+
+
+def test_a_pair_pointing_at_another_studys_answer_is_an_error_naming_it(cast: Cast) -> None:
+    prompt, _ = make_prompt_with_answers(cast.study, "q1")
+    _, (first, second) = make_prompt_with_answers(cast.other_study, "elsewhere")
+    Pair.objects.create(study=cast.study, prompt=prompt, answer_a=first, answer_b=second)
+
+    with pytest.raises(ValueError, match=f"answer {first.pk} is not one of the study's answers"):
+        study_pairs_frame(study=cast.study, filters=VoteFilters())
+    with pytest.raises(ValueError, match=f"answer {first.pk} is not one of the study's answers"):
+        report_lengths_get(study=cast.study, filters=VoteFilters())
