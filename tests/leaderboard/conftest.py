@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
+
+from annotation.models import Study
+from annotation.services.roles import study_member_add
+from tests.conftest import Cast
 
 QUESTIONS = [
     {"question_id": 81, "category": "writing", "turns": ["Write a blog post.", "Rewrite it."]},
@@ -49,3 +54,14 @@ def run_import(files: dict[str, Path], *turns: str) -> None:
     args = [f"--{name}={path}" for name, path in files.items()]
     args += [f"--turn={t}" for t in turns]
     call_command("import_mtbench", *args, "--study=mt-bench")
+
+
+@pytest.fixture
+def export_study(cast: Cast, files: dict[str, Path], settings: Any, tmp_path: Path) -> Study:
+    """The small MT-Bench study, imported, with the researcher a member and files written under a
+    temporary var folder (exports write there)."""
+    settings.CONCORD_VAR_DIR = tmp_path / "var"
+    run_import(files)
+    study = Study.objects.get(slug="mt-bench")
+    study_member_add(study=study, user=cast.researcher)
+    return study

@@ -14,7 +14,6 @@ from django.urls import reverse
 
 from annotation.models import Study
 from annotation.roles import Role
-from annotation.services.roles import study_member_add
 from config.celery import app as celery_app
 from judges.services.queueing import BrokerUnavailable
 from leaderboard.models import ExportJob
@@ -23,16 +22,6 @@ from leaderboard.services import export_jobs
 from leaderboard.services.export_jobs import export_job_build, export_job_request
 from leaderboard.services.exports import study_export
 from tests.conftest import Cast, make_user
-from tests.leaderboard.conftest import run_import
-
-
-@pytest.fixture
-def imported(cast: Cast, files: dict[str, Path], settings, tmp_path: Path) -> Study:
-    settings.CONCORD_VAR_DIR = tmp_path / "var"
-    run_import(files)
-    study = Study.objects.get(slug="mt-bench")
-    study_member_add(study=study, user=cast.researcher)
-    return study
 
 
 @pytest.fixture
@@ -56,21 +45,21 @@ def job_bytes(job: ExportJob) -> bytes:
 @pytest.mark.parametrize("kind", ["pairs", "judgments", "calls"])
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_a_background_export_written_in_chunks_equals_the_direct_download(
-    imported: Study, cast: Cast, small_chunks: None, kind: str, fmt: str
+    export_study: Study, cast: Cast, small_chunks: None, kind: str, fmt: str
 ) -> None:
-    job = built(imported, cast, kind, fmt)
-    assert job.rows == len(study_export_frame(study=imported, table=kind))
-    assert job_bytes(job) == study_export(study=imported, table=kind, fmt=fmt)  # type: ignore[arg-type]
+    job = built(export_study, cast, kind, fmt)
+    assert job.rows == len(study_export_frame(study=export_study, table=kind))
+    assert job_bytes(job) == study_export(study=export_study, table=kind, fmt=fmt)  # type: ignore[arg-type]
     assert job.finished_at is not None and job.started_at is not None
 
 
 @pytest.mark.parametrize("kind", ["pairs", "judgments", "calls"])
 def test_a_parquet_export_has_one_row_group_per_chunk_and_the_same_rows(
-    imported: Study, cast: Cast, small_chunks: None, kind: str
+    export_study: Study, cast: Cast, small_chunks: None, kind: str
 ) -> None:
-    job = built(imported, cast, kind, "parquet")
+    job = built(export_study, cast, kind, "parquet")
     parquet = pq.ParquetFile(io.BytesIO(job_bytes(job)))
-    expected = study_export_frame(study=imported, table=kind)
+    expected = study_export_frame(study=export_study, table=kind)
     assert parquet.metadata.num_row_groups == -(-len(expected) // 2)
     got = parquet.read().to_pandas()
     assert list(got.columns) == list(expected.columns)
@@ -82,9 +71,9 @@ def test_a_parquet_export_has_one_row_group_per_chunk_and_the_same_rows(
 
 
 def test_the_report_export_lists_every_value_of_the_agreement_report(
-    imported: Study, cast: Cast
+    export_study: Study, cast: Cast
 ) -> None:
-    job = built(imported, cast, "report", "jsonl")
+    job = built(export_study, cast, "report", "jsonl")
     lines = [json.loads(line) for line in job_bytes(job).decode().splitlines()]
     values = {line["path"]: json.loads(line["value"]) for line in lines}
     assert job.rows == len(lines)
@@ -93,9 +82,9 @@ def test_the_report_export_lists_every_value_of_the_agreement_report(
 
 
 def test_a_redelivered_build_leaves_a_finished_job_and_its_file_alone(
-    imported: Study, cast: Cast
+    export_study: Study, cast: Cast
 ) -> None:
-    job = built(imported, cast, "judgments", "csv")
+    job = built(export_study, cast, "judgments", "csv")
     again = export_job_build(job_id=job.pk)
     assert (again.built, again.status) == (False, "done")
     job_after = ExportJob.objects.get(pk=job.pk)
@@ -104,12 +93,12 @@ def test_a_redelivered_build_leaves_a_finished_job_and_its_file_alone(
 
 
 def test_a_build_that_cannot_write_its_file_fails_with_the_reason(
-    imported: Study, cast: Cast, settings, tmp_path: Path
+    export_study: Study, cast: Cast, settings, tmp_path: Path
 ) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the exports folder should be")
     settings.CONCORD_VAR_DIR = blocker
-    job = ExportJob.objects.create(study=imported, kind="pairs", format="csv")
+    job = ExportJob.objects.create(study=export_study, kind="pairs", format="csv")
     with pytest.raises(OSError):
         export_job_build(job_id=job.pk)
     job.refresh_from_db()
@@ -117,40 +106,40 @@ def test_a_build_that_cannot_write_its_file_fails_with_the_reason(
     assert export_job_build(job_id=job.pk).built is False
 
 
-def test_export_file_names_carry_a_random_token(imported: Study, cast: Cast) -> None:
-    first = built(imported, cast, "pairs", "csv")
-    second = built(imported, cast, "pairs", "csv")
+def test_export_file_names_carry_a_random_token(export_study: Study, cast: Cast) -> None:
+    first = built(export_study, cast, "pairs", "csv")
+    second = built(export_study, cast, "pairs", "csv")
     assert first.file_name != second.file_name
     token = first.file_name.removeprefix("mt-bench-pairs-").removesuffix(".csv")
     assert len(token) >= 20
 
 
 def test_asking_for_an_export_queues_it_after_commit(
-    imported: Study, cast: Cast, django_capture_on_commit_callbacks
+    export_study: Study, cast: Cast, django_capture_on_commit_callbacks
 ) -> None:
     with django_capture_on_commit_callbacks() as callbacks:
-        job = export_job_request(study=imported, user=cast.researcher, kind="calls", fmt="csv")
+        job = export_job_request(study=export_study, user=cast.researcher, kind="calls", fmt="csv")
     assert job.status == "pending" and len(callbacks) == 1
 
 
-def test_an_unknown_kind_or_format_is_refused_by_name(imported: Study, cast: Cast) -> None:
+def test_an_unknown_kind_or_format_is_refused_by_name(export_study: Study, cast: Cast) -> None:
     from django.core.exceptions import ValidationError
 
     with pytest.raises(ValidationError) as caught:
-        export_job_request(study=imported, user=cast.researcher, kind="secrets", fmt="xlsx")
+        export_job_request(study=export_study, user=cast.researcher, kind="secrets", fmt="xlsx")
     assert "'secrets'" in str(caught.value) and "'xlsx'" in str(caught.value)
     assert not ExportJob.objects.exists()
 
 
 def test_with_the_broker_down_asking_for_an_export_says_so_and_writes_nothing(
-    imported: Study, cast: Cast, client: Client, monkeypatch: pytest.MonkeyPatch, settings
+    export_study: Study, cast: Cast, client: Client, monkeypatch: pytest.MonkeyPatch, settings
 ) -> None:
     # Celery reads CELERY_BROKER_URL from the environment before its configuration.
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:1/0")
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
     assert celery_app.conf.broker_url == "redis://127.0.0.1:1/0"
     with pytest.raises(BrokerUnavailable, match="redis://127.0.0.1:1/0 does not answer"):
-        export_job_request(study=imported, user=cast.researcher, kind="pairs", fmt="csv")
+        export_job_request(study=export_study, user=cast.researcher, kind="pairs", fmt="csv")
     client.force_login(cast.researcher)
     url = reverse("leaderboard:study_export_jobs", args=["mt-bench"])
     response = client.post(url, {"kind": "pairs", "format": "csv"})
@@ -160,7 +149,7 @@ def test_with_the_broker_down_asking_for_an_export_says_so_and_writes_nothing(
 
 
 def test_a_big_table_download_leads_to_the_background_exports_page(
-    imported: Study, cast: Cast, client: Client, settings
+    export_study: Study, cast: Cast, client: Client, settings
 ) -> None:
     client.force_login(cast.researcher)
     settings.CONCORD_EXPORT_SYNC_MAX_ROWS = 3
@@ -178,10 +167,10 @@ def test_a_big_table_download_leads_to_the_background_exports_page(
 
 
 def test_only_members_and_admins_see_the_jobs_and_download_the_files(
-    imported: Study, cast: Cast, client: Client
+    export_study: Study, cast: Cast, client: Client
 ) -> None:
-    done = built(imported, cast, "judgments", "csv")
-    pending = ExportJob.objects.create(study=imported, kind="pairs", format="csv")
+    done = built(export_study, cast, "judgments", "csv")
+    pending = ExportJob.objects.create(study=export_study, kind="pairs", format="csv")
     other_job = ExportJob.objects.create(study=cast.study, kind="pairs", format="csv")
     stranger = make_user("sam-researcher-elsewhere", Role.RESEARCHER)
     annotator = cast.worker_one.user

@@ -14,22 +14,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Study
-from annotation.services.roles import study_member_add
 from leaderboard.models import ExportJob
 from leaderboard.services import export_jobs
 from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
 from tests.conftest import Cast
 from tests.judges.integration import broker_purge, wait_for, worker_start
 from tests.leaderboard.conftest import run_import
-
-
-@pytest.fixture
-def imported(cast: Cast, files: dict[str, Path], settings, tmp_path: Path) -> Study:
-    settings.CONCORD_VAR_DIR = tmp_path / "var"
-    run_import(files)
-    study = Study.objects.get(slug="mt-bench")
-    study_member_add(study=study, user=cast.researcher)
-    return study
 
 
 def job_of(study: Study, cast: Cast, **fields: object) -> ExportJob:
@@ -42,11 +32,11 @@ def job_of(study: Study, cast: Cast, **fields: object) -> ExportJob:
 
 
 def test_a_job_that_keeps_dying_is_given_up_with_the_reason(
-    imported: Study, cast: Cast, settings
+    export_study: Study, cast: Cast, settings
 ) -> None:
     long_ago = timezone.now() - timedelta(hours=2)
-    dying = job_of(imported, cast, status="running", started_at=long_ago, attempts=3)
-    fresh = job_of(imported, cast, status="running", started_at=timezone.now(), attempts=3)
+    dying = job_of(export_study, cast, status="running", started_at=long_ago, attempts=3)
+    fresh = job_of(export_study, cast, status="running", started_at=timezone.now(), attempts=3)
 
     outcome = export_jobs_maintain()
 
@@ -58,10 +48,10 @@ def test_a_job_that_keeps_dying_is_given_up_with_the_reason(
 
 
 def test_old_files_are_deleted_and_their_jobs_expire_while_recent_ones_stay(
-    imported: Study, cast: Cast, client: Client
+    export_study: Study, cast: Cast, client: Client
 ) -> None:
-    old = ExportJob.objects.create(study=imported, kind="pairs", format="csv")
-    new = ExportJob.objects.create(study=imported, kind="pairs", format="jsonl")
+    old = ExportJob.objects.create(study=export_study, kind="pairs", format="csv")
+    new = ExportJob.objects.create(study=export_study, kind="pairs", format="jsonl")
     for job in (old, new):
         assert export_job_build(job_id=job.pk).built
     ExportJob.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=8))
@@ -82,7 +72,7 @@ def test_old_files_are_deleted_and_their_jobs_expire_while_recent_ones_stay(
     assert "file deleted; ask again" in client.get(page).content.decode()
 
 
-def test_partial_files_left_by_dead_workers_are_removed_once_stale(imported: Study) -> None:
+def test_partial_files_left_by_dead_workers_are_removed_once_stale(export_study: Study) -> None:
     folder = export_jobs.exports_dir()
     folder.mkdir(parents=True)
     stale, live = folder / ".a.1.partial", folder / ".b.2.partial"
@@ -130,7 +120,9 @@ def test_a_job_whose_message_was_lost_is_queued_again_and_built_by_a_worker(
     assert ExportJob.objects.get(pk=recent.pk).status == "pending"
 
 
-def test_beat_runs_the_maintenance_task_on_the_analysis_queue(imported: Study, settings) -> None:
+def test_beat_runs_the_maintenance_task_on_the_analysis_queue(
+    export_study: Study, settings
+) -> None:
     from leaderboard.tasks import exports_maintain
 
     entry = settings.CELERY_BEAT_SCHEDULE["leaderboard-exports-maintain"]
