@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -152,11 +153,21 @@ def broker_purge(url: str, queue: str = "llm_judge") -> None:
     client.close()
 
 
-class PrivateRedis:
-    """A redis-server of our own, so the test can shut it down without touching shared ones."""
+def free_port() -> int:
+    """A TCP port nobody listens on now, chosen by the kernel (so parallel test runs differ)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-    def __init__(self, tmp_path: Path, port: int):
-        self.port = port
+
+class PrivateRedis:
+    """A redis-server of our own, so the test can shut it down without touching shared ones.
+
+    Without a port it takes a free one, so that several test runs on one machine never meet.
+    """
+
+    def __init__(self, tmp_path: Path, port: int | None = None):
+        self.port = port if port is not None else free_port()
         self.dir = tmp_path
 
     @property

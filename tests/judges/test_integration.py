@@ -118,7 +118,7 @@ def test_a_worker_killed_mid_run_loses_no_call_and_makes_none_twice(cast, fake, 
 
 
 def test_a_redis_restart_mid_run_delays_work_but_loses_none(cast, fake, api_key, tmp_path, workers):
-    broker = PrivateRedis(tmp_path, 6391)
+    broker = PrivateRedis(tmp_path)
     broker.start()
     try:
         pairs = make_marked_pairs(cast.study, 8)
