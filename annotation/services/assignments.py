@@ -3,12 +3,11 @@
 A pair "needs judgments" while its taken slots (submitted assignments plus reservations that have
 not expired) are fewer than the study's overlap. Taken slots are counted from the assignment rows
 each time, never kept as a counter. Claimers lock the pair row before they count, so two workers
-can never both take the last slot; on PostgreSQL they lock with SKIP LOCKED and so never wait on
-each other, falling back to waiting only when every open pair they could take is locked.
+can never both take the last slot; they lock with SKIP LOCKED and so never wait on each other,
+falling back to waiting only when every open pair they could take is locked.
 
-PostgreSQL claims in three raw-SQL statements (see the notes above _PG_WORKER_LOCK for the locks
-they take): the ORM would need six or more round trips per claim. SQLite (the demo) uses the ORM
-path below, unchanged.
+A claim is three raw-SQL statements on PostgreSQL, the only database (see the notes above
+_WORKER_LOCK for the locks they take): the ORM would need six or more round trips per claim.
 """
 
 from __future__ import annotations
@@ -20,34 +19,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import (
-    Count,
-    Exists,
-    IntegerField,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    Value,
-)
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotation.models import Assignment, Pair, Study, Worker
+from annotation.models import Assignment, Study, Worker
 from annotation.services.errors import StudyNotOpen, WorkerBlocked
 
 # How many open pairs one claim looks at; the fewest-taken of them wins. Bounded so that a claim
 # reads a few index pages whatever the size of the study.
 CLAIM_WINDOW = 32
-# How many times a claim starts over when a pair it locked filled up meanwhile.
-CLAIM_PASSES = 20
-
-
-def assignment_taken_q(*, now: datetime, prefix: str = "") -> Q:
-    """Match assignments that hold a slot: submitted, or reserved and not yet expired."""
-    return Q(**{f"{prefix}status": Assignment.Status.SUBMITTED}) | Q(
-        **{f"{prefix}status": Assignment.Status.RESERVED, f"{prefix}expires_at__gt": now}
-    )
+# Passes before giving up: a pass ends without a claim only when someone else's claim on the
+# pair it chose committed in between, so each failed pass means another worker made progress.
+CLAIM_PASSES = 200
 
 
 def assignments_expire(*, now: datetime | None = None) -> int:
@@ -69,12 +51,6 @@ def assignments_release(*, worker: Worker) -> int:
     )
 
 
-@dataclass
-class _Pass:
-    assignment: Assignment | None
-    busy_pair_ids: list[int]
-
-
 def assignment_claim_next(*, worker: Worker) -> Assignment | None:
     """Reserve the next pair for a worker and return the assignment, or None when no work is left.
 
@@ -83,220 +59,29 @@ def assignment_claim_next(*, worker: Worker) -> Assignment | None:
     qualification block), else the open pair with the fewest taken slots among a random window,
     ties broken by the pairs' random keys. Raises StudyNotOpen or WorkerBlocked.
     """
-    if connection.vendor == "postgresql":
-        return _pg_claim_next(worker=worker)
-    skip_locked = connection.features.has_select_for_update_skip_locked
     wait_for: int | None = None
     for _ in range(CLAIM_PASSES):
-        result = _claim_pass(worker=worker, skip_locked=skip_locked, wait_for=wait_for)
+        result = _claim_pass(worker=worker, wait_for=wait_for)
         if result.assignment is not None:
             return result.assignment
-        if not result.busy_pair_ids:
+        if result.wait_for is None and not result.retry:
             return None
-        # Every open pair this worker could take is being claimed by someone else right now:
-        # wait for one of them (claims are short) instead of wrongly saying "no work".
-        wait_for = result.busy_pair_ids[0]
+        # Every open pair this worker could take was being claimed by someone else (wait for one
+        # of them: claims are short), or a concurrent claim filled the chosen pair (try again);
+        # neither means "no work".
+        wait_for = result.wait_for
     return None
 
 
-@transaction.atomic
-def _claim_pass(*, worker: Worker, skip_locked: bool, wait_for: int | None) -> _Pass:
-    """Try once to reserve a pair, under the worker's row lock and at most one waited pair lock."""
-    now = timezone.now()
-    # One round trip: lock the worker and read their assignment history with it.
-    locked = (
-        Worker.objects.select_for_update(of=("self",))
-        .select_related("study")
-        .annotate(
-            n_submitted=_count_of_mine(Q(status=Assignment.Status.SUBMITTED)),
-            n_shown=_count_of_mine(Q()),
-            n_a_left=_count_of_mine(Q(a_left=True)),
-            n_reserved=_count_of_mine(Q(status=Assignment.Status.RESERVED)),
-        )
-        .get(pk=worker.pk)
-    )
-    study = locked.study
-    if study.status != Study.Status.LIVE:
-        raise StudyNotOpen("This study is not taking judgments at the moment.")
-    if locked.state == Worker.State.BLOCKED:
-        raise WorkerBlocked(
-            "You can't take more items in this study: too many check questions were answered "
-            "incorrectly, or a researcher stopped your session after review. Thank you for "
-            "your time; the work you already submitted is recorded."
-        )
-    if locked.state in (Worker.State.DONE, Worker.State.RETURNED):
-        return _Pass(None, [])
-
-    if locked.n_reserved:
-        reserved = list(
-            Assignment.objects.filter(worker=locked, status=Assignment.Status.RESERVED)
-            .select_related("pair")
-            .order_by("pk")
-        )
-        stale = [assignment.pk for assignment in reserved if assignment.expires_at <= now]
-        if stale:
-            Assignment.objects.filter(pk__in=stale, status=Assignment.Status.RESERVED).update(
-                status=Assignment.Status.EXPIRED
-            )
-        held = next((a for a in reserved if a.expires_at > now), None)
-        if held is not None:
-            return _Pass(held, [])
-    history = _History(submitted=locked.n_submitted, shown=locked.n_shown, a_left=locked.n_a_left)
-    done = history.submitted
-    if done >= study.target_per_worker:
-        return _Pass(None, [])
-
-    want_gold = done < study.qualification_items or random.random() < float(study.gold_share)
-    if want_gold:
-        gold = _gold_pair_for(study=study, worker=locked)
-        if gold is not None:
-            reserved_gold = _reserve(
-                study=study, worker=locked, history=history, pair=gold, now=now
-            )
-            return _Pass(reserved_gold, [])
-
-    # When regular work is gone the worker is done: gold pairs are only worth showing mixed in.
-    return _claim_open_pair(
-        study=study,
-        worker=locked,
-        history=history,
-        now=now,
-        skip_locked=skip_locked,
-        wait_for=wait_for,
-    )
-
-
-def _claim_open_pair(
-    *,
-    study: Study,
-    worker: Worker,
-    history: _History,
-    now: datetime,
-    skip_locked: bool,
-    wait_for: int | None,
-) -> _Pass:
-    candidates = _open_pairs_window(study=study, worker=worker, now=now, limit=CLAIM_WINDOW)
-    # Fewest taken first; the window already comes in random order, and sorted() is stable.
-    order = [pk for pk, _ in sorted(candidates, key=lambda row: row[1])]
-    if wait_for is not None:
-        order = [wait_for] + [pk for pk in order if pk != wait_for]
-    busy: list[int] = []
-    for pair_id in order:
-        pairs = Pair.objects.filter(pk=pair_id, study=study).order_by("pk")
-        if pair_id == wait_for or not skip_locked:
-            pair = pairs.select_for_update().first()
-        else:
-            pair = pairs.select_for_update(skip_locked=True).first()
-        if pair is None:
-            busy.append(pair_id)
-            continue
-        # Counted in a new statement, after the lock: sees every claim committed before it.
-        slots = Assignment.objects.filter(pair=pair).aggregate(
-            taken=Count("pk", filter=assignment_taken_q(now=now)),
-            seen=Count("pk", filter=Q(worker=worker)),
-            stale=Count("pk", filter=Q(status=Assignment.Status.RESERVED, expires_at__lte=now)),
-        )
-        if slots["taken"] >= study.overlap or slots["seen"]:
-            continue
-        if slots["stale"]:
-            # Holding the pair's lock, bring its stale reservations' status in line.
-            Assignment.objects.filter(
-                pair=pair, status=Assignment.Status.RESERVED, expires_at__lte=now
-            ).update(status=Assignment.Status.EXPIRED)
-        return _Pass(_reserve(study=study, worker=worker, history=history, pair=pair, now=now), [])
-    return _Pass(None, busy)
-
-
-def _not_seen_by(worker: Worker) -> Exists:
-    return Exists(Assignment.objects.filter(pair=OuterRef("pk"), worker=worker))
-
-
-def _walk_from_random_start(queryset: QuerySet[Pair], *, limit: int) -> list[tuple[int, int]]:
-    """Read up to `limit` rows of (pk, taken) in shuffle-key order, starting at a random key."""
-    start = random.random()
-    ordered = queryset.order_by("shuffle_key")
-    columns = ("pk", "taken")  # "taken" is an annotation the caller adds
-    rows: list[tuple[int, int]] = list(
-        ordered.filter(shuffle_key__gte=start).values_list(*columns)[:limit]
-    )
-    if len(rows) < limit:
-        rows += ordered.filter(shuffle_key__lt=start).values_list(*columns)[: limit - len(rows)]
-    return rows
-
-
-def _open_pairs_window(
-    *, study: Study, worker: Worker, now: datetime, limit: int
-) -> list[tuple[int, int]]:
-    """Open regular pairs the worker has never had, as (pk, taken), walked from a random key."""
-    taken = (
-        Assignment.objects.filter(pair=OuterRef("pk"))
-        .filter(assignment_taken_q(now=now))
-        .order_by()
-        .values("pair")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    queryset = (
-        Pair.objects.filter(study=study, is_gold=False)
-        .annotate(taken=Coalesce(Subquery(taken, output_field=IntegerField()), 0))
-        .filter(taken__lt=study.overlap)
-        .exclude(_not_seen_by(worker))
-    )
-    return _walk_from_random_start(queryset, limit=limit)
-
-
-def _gold_pair_for(*, study: Study, worker: Worker) -> Pair | None:
-    """A random gold pair the worker has never had. Gold pairs go to everyone: no overlap cap."""
-    queryset = (
-        Pair.objects.filter(study=study, is_gold=True)
-        .exclude(_not_seen_by(worker))
-        .annotate(taken=Value(0, output_field=IntegerField()))
-    )
-    rows = _walk_from_random_start(queryset, limit=1)
-    return Pair.objects.get(pk=rows[0][0]) if rows else None
-
-
-@dataclass(frozen=True)
-class _History:
-    submitted: int
-    shown: int
-    a_left: int
-
-
-def _count_of_mine(condition: Q) -> Coalesce:
-    """A scalar subquery: how many of the outer worker's assignments match `condition`."""
-    counted = (
-        Assignment.objects.filter(condition, worker=OuterRef("pk"))
-        .order_by()
-        .values("worker")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
-
-
-def _reserve(
-    *, study: Study, worker: Worker, history: _History, pair: Pair, now: datetime
-) -> Assignment:
-    return Assignment.objects.create(
-        study=study,
-        pair=pair,
-        worker=worker,
-        a_left=_next_a_left(history=history),
-        reserved_at=now,
-        expires_at=now + timedelta(seconds=study.time_limit_seconds),
-    )
-
-
-def _next_a_left(*, history: _History) -> bool:
+def _next_a_left(*, shown: int, a_left: int) -> bool:
     """Counterbalance the shown order per worker: whichever side is behind, random when even."""
-    left, right = history.a_left, history.shown - history.a_left
+    left, right = a_left, shown - a_left
     if left != right:
         return left < right
     return random.random() < 0.5
 
 
-# PostgreSQL: the claim in three short statements under the worker's row lock.
+# The claim in three short statements under the worker's row lock.
 #
 # Locks taken, in this order, until the claim's transaction commits:
 #   1. FOR UPDATE on the worker's row (annotation_worker): one worker's claims run one at a time.
@@ -310,13 +95,9 @@ def _next_a_left(*, history: _History) -> bool:
 # The INSERT also refuses when the worker meanwhile holds an open reservation (two requests of
 # one worker racing for the worker lock); the next pass then hands that reservation back.
 
-# Passes before giving up: a pass ends without a claim only when someone else's claim on the
-# pair it chose committed in between, so each failed pass means another worker made progress.
-PG_CLAIM_PASSES = 200
-
 _TAKEN = "(a.status = 'submitted' OR (a.status = 'reserved' AND a.expires_at > %(now)s))"
 
-_PG_WORKER_LOCK = """
+_WORKER_LOCK = """
 SELECT w.state, s.status, s.target_per_worker, s.qualification_items, s.gold_share,
        s.overlap, s.time_limit_seconds, h.submitted, h.shown, h.a_left, h.held, h.stale
 FROM "annotation_worker" w
@@ -333,7 +114,7 @@ WHERE w.id = %(worker)s
 FOR UPDATE OF w
 """
 
-_PG_WINDOW_HALF = """
+_WINDOW_HALF = """
 SELECT "annotation_pair".id, "annotation_pair".shuffle_key, {part} AS part, t.taken
 FROM "annotation_pair"
 CROSS JOIN LATERAL (
@@ -353,12 +134,12 @@ LIMIT %(window)s
 # a random key and wrapping around (the second half runs only when the first comes up short).
 # Of those, lock the fewest-taken one nobody else holds; also say which one would have been first,
 # so that a pass that found only busy pairs can wait for it.
-_PG_LOCK_OPEN_PAIR = f"""
+_LOCK_OPEN_PAIR = f"""
 WITH candidate AS (
     SELECT id, shuffle_key, part, taken FROM (
-        ({_PG_WINDOW_HALF.format(part=0, compare=">=", taken=_TAKEN)})
+        ({_WINDOW_HALF.format(part=0, compare=">=", taken=_TAKEN)})
         UNION ALL
-        ({_PG_WINDOW_HALF.format(part=1, compare="<", taken=_TAKEN)})
+        ({_WINDOW_HALF.format(part=1, compare="<", taken=_TAKEN)})
     ) walked
     LIMIT %(window)s
 ), locked AS (
@@ -372,9 +153,9 @@ SELECT (SELECT id FROM locked),
        (SELECT id FROM candidate ORDER BY taken, part, shuffle_key LIMIT 1)
 """
 
-_PG_LOCK_PAIR = 'SELECT id FROM "annotation_pair" WHERE id = %(pair)s FOR UPDATE'
+_LOCK_PAIR = 'SELECT id FROM "annotation_pair" WHERE id = %(pair)s FOR UPDATE'
 
-_PG_GOLD_PAIR = """
+_GOLD_PAIR = """
 SELECT id FROM (
     (SELECT "annotation_pair".id FROM "annotation_pair"
      WHERE "annotation_pair".study_id = %(study)s AND "annotation_pair".is_gold
@@ -395,7 +176,7 @@ LIMIT 1
 
 # Reserve the pair when it still has a free slot (gold: always), the worker never had it and holds
 # no other open reservation. Stale reservations of the pair get their status brought in line.
-_PG_RESERVE = f"""
+_RESERVE = f"""
 WITH stale AS (
     UPDATE "annotation_assignment" SET status = 'expired'
     WHERE pair_id = %(pair)s AND status = 'reserved' AND expires_at <= %(now)s
@@ -418,7 +199,7 @@ RETURNING id
 
 
 @dataclass(frozen=True)
-class _PgPass:
+class _Pass:
     assignment: Assignment | None
     # When no claim was made: the pair to wait for (every open pair was busy), or retry=True (a
     # concurrent claim got in between); neither means no work is left.
@@ -426,24 +207,12 @@ class _PgPass:
     retry: bool = False
 
 
-def _pg_claim_next(*, worker: Worker) -> Assignment | None:
-    wait_for: int | None = None
-    for _ in range(PG_CLAIM_PASSES):
-        result = _pg_claim_pass(worker=worker, wait_for=wait_for)
-        if result.assignment is not None:
-            return result.assignment
-        if result.wait_for is None and not result.retry:
-            return None
-        wait_for = result.wait_for
-    return None
-
-
 @transaction.atomic
-def _pg_claim_pass(*, worker: Worker, wait_for: int | None) -> _PgPass:
-    """Try once to reserve a pair with raw SQL: see the lock notes above."""
+def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
+    """Try once to reserve a pair: see the lock notes above _WORKER_LOCK."""
     now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(_PG_WORKER_LOCK, {"worker": worker.pk, "now": now})
+        cursor.execute(_WORKER_LOCK, {"worker": worker.pk, "now": now})
         row = cursor.fetchone()
     if row is None:
         raise Worker.DoesNotExist(f"Worker {worker.pk} does not exist.")
@@ -458,7 +227,7 @@ def _pg_claim_pass(*, worker: Worker, wait_for: int | None) -> _PgPass:
             "your time; the work you already submitted is recorded."
         )
     if state in (Worker.State.DONE, Worker.State.RETURNED):
-        return _PgPass(None)
+        return _Pass(None)
     if stale:
         Assignment.objects.filter(
             worker=worker, status=Assignment.Status.RESERVED, expires_at__lte=now
@@ -473,49 +242,49 @@ def _pg_claim_pass(*, worker: Worker, wait_for: int | None) -> _PgPass:
             .first()
         )
         if kept is not None:
-            return _PgPass(kept)
+            return _Pass(kept)
     if submitted >= target:
-        return _PgPass(None)
+        return _Pass(None)
 
-    claim = _PgClaim(
+    claim = _Claim(
         study_id=worker.study_id,
         worker=worker,
         overlap=overlap,
         now=now,
         expires_at=now + timedelta(seconds=time_limit),
-        a_left=_next_a_left(history=_History(submitted=submitted, shown=shown, a_left=a_left)),
+        a_left=_next_a_left(shown=shown, a_left=a_left),
     )
     want_gold = submitted < qualification or random.random() < float(gold_share)
     if want_gold:
         with connection.cursor() as cursor:
-            cursor.execute(_PG_GOLD_PAIR, claim.params(start=random.random()))
+            cursor.execute(_GOLD_PAIR, claim.params(start=random.random()))
             gold = cursor.fetchone()
         if gold is not None:
-            return _pg_reserved(claim.reserve(pair_id=gold[0], capped=False))
+            return _reserved(claim.reserve(pair_id=gold[0], capped=False))
 
     if wait_for is not None:
         with connection.cursor() as cursor:
-            cursor.execute(_PG_LOCK_PAIR, {"pair": wait_for})
+            cursor.execute(_LOCK_PAIR, {"pair": wait_for})
             waited = cursor.fetchone()
         if waited is not None:
             assignment = claim.reserve(pair_id=wait_for, capped=True)
             if assignment is not None:
-                return _PgPass(assignment)
+                return _Pass(assignment)
     with connection.cursor() as cursor:
-        cursor.execute(_PG_LOCK_OPEN_PAIR, claim.params(start=random.random()))
+        cursor.execute(_LOCK_OPEN_PAIR, claim.params(start=random.random()))
         locked_id, first_id = cursor.fetchone()
     if locked_id is None:
         # Nothing open (the worker is done), or every open pair in the window is being claimed.
-        return _PgPass(None, wait_for=first_id)
-    return _pg_reserved(claim.reserve(pair_id=locked_id, capped=True))
+        return _Pass(None, wait_for=first_id)
+    return _reserved(claim.reserve(pair_id=locked_id, capped=True))
 
 
-def _pg_reserved(assignment: Assignment | None) -> _PgPass:
-    return _PgPass(assignment) if assignment is not None else _PgPass(None, retry=True)
+def _reserved(assignment: Assignment | None) -> _Pass:
+    return _Pass(assignment) if assignment is not None else _Pass(None, retry=True)
 
 
 @dataclass(frozen=True)
-class _PgClaim:
+class _Claim:
     study_id: int
     worker: Worker
     overlap: int
@@ -538,7 +307,7 @@ class _PgClaim:
         public_id = uuid.uuid4()
         with connection.cursor() as cursor:
             cursor.execute(
-                _PG_RESERVE,
+                _RESERVE,
                 {
                     "public_id": public_id,
                     "study": self.study_id,
