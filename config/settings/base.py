@@ -94,6 +94,14 @@ CONCORD_EXPORT_SYNC_MAX_ROWS: int = env.int("CONCORD_EXPORT_SYNC_MAX_ROWS", defa
 CONCORD_EXPORT_STALE_MINUTES: float = env.float("CONCORD_EXPORT_STALE_MINUTES", default=30.0)
 CONCORD_EXPORT_MAX_ATTEMPTS: int = env.int("CONCORD_EXPORT_MAX_ATTEMPTS", default=3)
 CONCORD_EXPORT_KEEP_DAYS: float = env.float("CONCORD_EXPORT_KEEP_DAYS", default=7.0)
+# The Plackett-Luce reward model: trained models (weights + metadata, one folder each) and the
+# sentence-embedding cache (one vector per text and backbone, so retraining never re-encodes).
+CONCORD_REWARD_ARTIFACTS_DIR = env.path(
+    "CONCORD_REWARD_ARTIFACTS_DIR", default=str(Path(str(CONCORD_VAR_DIR)) / "reward" / "models")
+)
+CONCORD_REWARD_CACHE_DIR = env.path(
+    "CONCORD_REWARD_CACHE_DIR", default=str(Path(str(CONCORD_VAR_DIR)) / "reward" / "embeddings")
+)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
