@@ -7,10 +7,13 @@ top but never replace them.
 from __future__ import annotations
 
 import random
+import secrets
 import uuid
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q, Value
 
@@ -31,9 +34,20 @@ SEVEN_VALUE_KEYS: frozenset[str] = frozenset(key for key, _, _ in SEVEN_VALUES)
 FINE_GRAINED_AXES: tuple[str, ...] = ("relevance", "usefulness", "factuality")
 
 
+# Prolific ids and completion codes travel in URLs: letters, digits, - and _ only.
+PANEL_TOKEN_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9_-]*$", "Use letters, digits, - and _ only (it travels in a URL)."
+)
+
+
 def shuffle_key_new() -> float:
     """Return a random sort key for a new pair."""
     return random.random()
+
+
+def entry_link_key_new() -> str:
+    """Return a fresh random key for a study's signed entry link."""
+    return secrets.token_hex(16)
 
 
 class Preference(models.TextChoices):
@@ -116,7 +130,51 @@ class Study(models.Model):
         default=0, help_text="The first items each worker sees are gold (a qualification block)."
     )
     completion_code = models.CharField(
-        max_length=60, blank=True, help_text="Code the panel expects when a worker finishes."
+        max_length=60,
+        blank=True,
+        validators=[PANEL_TOKEN_VALIDATOR],
+        help_text="Code the panel expects when a worker reached the target or ran out of work.",
+    )
+    partial_completion_code = models.CharField(
+        max_length=60,
+        blank=True,
+        validators=[PANEL_TOKEN_VALIDATOR],
+        help_text="Code for a worker who stops early (give it its own action on Prolific); "
+        "empty shows no code to those who stop early.",
+    )
+    prolific_study_id = models.CharField(
+        "Prolific study id",
+        max_length=64,
+        blank=True,
+        validators=[PANEL_TOKEN_VALIDATOR],
+        help_text="The STUDY_ID Prolific sends; Prolific entry is refused until it is set and "
+        "refused for any other id.",
+    )
+    entry_link_required = models.BooleanField(
+        "require a signed entry link",
+        default=False,
+        help_text="Entry needs the study's signed link (its sig parameter); a bare slug URL "
+        "is refused.",
+    )
+    entry_link_key = models.CharField(
+        max_length=32,
+        default=entry_link_key_new,
+        help_text="Part of what the entry link signs: a new key invalidates every old link.",
+    )
+    entry_attempts_per_minute = models.PositiveIntegerField(
+        default=600,
+        validators=[MinValueValidator(1), MaxValueValidator(100_000)],
+        help_text="Successful entries a minute for the whole study (size it for a launch).",
+    )
+    invite_valid_days = models.PositiveSmallIntegerField(
+        default=14,
+        validators=[MinValueValidator(1), MaxValueValidator(365)],
+        help_text="Days an invite link stays valid after it was made.",
+    )
+    links_as_text = models.BooleanField(
+        "show links in answers as plain text",
+        default=False,
+        help_text="Workers see the text of links in answers, not clickable links.",
     )
     completion_url = models.URLField(
         blank=True, help_text="Where a finished worker is sent; empty shows the code instead."
@@ -153,10 +211,41 @@ class Study(models.Model):
                 & Q(gold_warn_accuracy__lte=1),
                 name="study_gold_thresholds_ordered",
             ),
+            models.CheckConstraint(
+                condition=Q(partial_completion_code="")
+                | ~Q(partial_completion_code=F("completion_code")),
+                name="study_partial_code_differs",
+            ),
+            models.CheckConstraint(
+                condition=Q(entry_attempts_per_minute__gte=1), name="study_entry_limit_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(invite_valid_days__gte=1), name="study_invite_days_positive"
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """Check the entry settings together: what a Prolific launch needs to be safe."""
+        super().clean()
+        errors: dict[str, str] = {}
+        if self.partial_completion_code and self.partial_completion_code == self.completion_code:
+            errors["partial_completion_code"] = (
+                "The partial code must differ from the full completion code, or stopping early "
+                "would be paid as finishing."
+            )
+        if self.partial_completion_code and not self.completion_code:
+            errors["completion_code"] = "Set the full completion code before the partial one."
+        if (
+            self.status == Study.Status.LIVE
+            and self.entry_link_required
+            and not self.entry_link_key
+        ):
+            errors["entry_link_key"] = "A signed entry link needs a key."
+        if errors:
+            raise ValidationError(errors)
 
 
 class StudyMembership(models.Model):
@@ -374,6 +463,12 @@ class Worker(models.Model):
     consented_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     state_reason = models.TextField(blank=True, help_text="Why the state was last changed.")
+    excluded = models.BooleanField(
+        default=False,
+        db_index=True,
+        help_text="Excluded from analysis and pay (with all their judgments).",
+    )
+    excluded_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -466,6 +561,10 @@ class HumanJudgment(models.Model):
     )
     comment = models.TextField(blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Server-measured.")
+    # The analysis reads only rows with excluded = False; set with the worker's exclusion.
+    excluded = models.BooleanField(
+        default=False, help_text="Left out of the analysis and pay (the worker was excluded)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -545,3 +644,37 @@ class PayEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.amount_cents}c to {self.worker}"
+
+
+class EntryLog(models.Model):
+    """One attempt to enter a study from a panel link, let in or refused, and why.
+
+    `client_key` is a keyed hash of the client's address (never the address itself): enough to
+    see many participant ids arriving from one place, nothing a reader can turn back into an IP.
+    """
+
+    class Outcome(models.TextChoices):
+        ENTERED = "entered", "Entered"
+        REFUSED = "refused", "Refused"
+        TAKEOVER_REFUSED = "takeover", "Rebinding refused"
+        RATE_LIMITED = "limited", "Rate limited"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="entry_logs")
+    worker = models.ForeignKey(
+        Worker, null=True, blank=True, on_delete=models.SET_NULL, related_name="entry_logs"
+    )
+    panel = models.CharField(max_length=12, choices=Worker.Panel.choices)
+    external_id = models.CharField(max_length=200, blank=True)
+    panel_session_id = models.CharField(max_length=200, blank=True)
+    panel_study_id = models.CharField(max_length=200, blank=True)
+    client_key = models.CharField(max_length=64, db_index=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["study", "client_key"], name="entrylog_study_client")]
+
+    def __str__(self) -> str:
+        return f"{self.outcome} {self.panel}:{self.external_id}"

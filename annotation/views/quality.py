@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
@@ -20,6 +19,7 @@ from annotation.services.errors import AnnotationError
 from annotation.services.pay import pay_entries_review, pay_gold_bonuses_grant
 from annotation.services.workers import worker_block_set, worker_return
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config import csvsafe
 
 
 class WorkerQualityView(ResearcherRequiredMixin, View):
@@ -101,7 +101,7 @@ class PayoutsCsvView(ResearcherRequiredMixin, View):
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         name = f"{study.slug}-{'prolific-bonus' if prolific else 'ledger'}.csv"
         response["Content-Disposition"] = f'attachment; filename="{name}"'
-        writer = csv.writer(response)
+        writer = csvsafe.writer(response)
         if not prolific:
             # Prolific's bulk bonus box takes bare "participant_id,amount" lines, no header.
             writer.writerow(

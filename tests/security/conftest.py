@@ -1,0 +1,15 @@
+"""The security suite: every test under tests/security/ carries the `security` marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.security)
