@@ -1,0 +1,413 @@
+"""Reward consistency: Contrast Instructions, RewardFusion, swap invariance and transitivity.
+
+Contrast Instructions and RewardFusion follow L. Shen, S. Chen, L. Song, L. Jin, B. Peng, H. Mi,
+D. Khashabi and D. Yu (2023), "The Trickle-down Impact of Reward (In-)consistency on RLHF",
+arXiv:2309.16155. A contrast pair is two lexically similar instructions
+(I_A, I_B) with their own best answers (r_A, r_B); a consistent judge prefers the answer that
+belongs to the instruction. Swap invariance and transitivity are the two order checks of an
+LLM-as-a-judge (L. Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena",
+section 3.3, position bias; and the classic circular-triad count of M. G. Kendall and B. Babington
+Smith 1940, "On the method of paired comparisons", Biometrika 31:324-345).
+
+Everything here is pure: arrays and DataFrames in, frozen dataclasses out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from leaderboard.stats.proportion import Proportion, wilson_interval
+
+RANDOM_CONTRAST_RATE = 0.5
+"""A judge that picks at random between the two answers (or the two instructions) is right half
+of the time: the random baseline of C_res and C_ins."""
+
+RANDOM_INTRANSITIVE_RATE = 0.25
+"""Share of cyclic triples in a random tournament on three items: each of the 3 comparisons is
+won by either side with probability 1/2, so 8 equally likely outcomes, of which 2 are cycles
+(A>B>C>A and A>C>B>A)."""
+
+DEFAULT_WINDOW = (0.75, 0.9)
+DEFAULT_FUSION_DELTA = 0.95
+
+_LABELS = ("A", "B", "tie")
+
+
+def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Return the rows of a [n, d] matrix scaled to unit length (a zero row is an error)."""
+    arr = np.asarray(vectors, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"embeddings must be a [n, d] matrix, not of shape {arr.shape}")
+    norms = np.linalg.norm(arr, axis=1)
+    zero = np.flatnonzero(norms == 0)
+    if zero.size:
+        raise ValueError(f"embedding rows {zero.tolist()} are zero vectors (no direction)")
+    return arr / norms[:, None]
+
+
+# --- Contrast pairs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContrastSelection:
+    """The contrast pairs chosen from n items, and why others were not.
+
+    pairs: (i, j) item indices with i < j, each item in at most one pair;
+    candidates: item pairs whose cosine lies in the window (the pairs are drawn from these);
+    above / below: item pairs more similar than the window's top (near duplicates) or less
+    similar than its bottom; max_similarity: the largest cosine between two different items
+    (None for fewer than two items).
+    """
+
+    pairs: tuple[tuple[int, int], ...]
+    n_items: int
+    low: float
+    high: float
+    seed: int
+    candidates: int
+    above: int
+    below: int
+    max_similarity: float | None
+
+    def explain(self) -> str:
+        """Say in words how many pairs were found and, when none, why none qualify."""
+        total = self.n_items * (self.n_items - 1) // 2
+        window = f"[{self.low:g}, {self.high:g}]"
+        if self.n_items < 2:
+            return (
+                f"Found 0 contrast pairs: {self.n_items} prompt(s) with a usable answer, "
+                "and a contrast pair needs two."
+            )
+        head = f"Found {len(self.pairs)} contrast pair(s) among {self.n_items} prompts"
+        if self.pairs:
+            return f"{head} (cosine of the questions in {window})."
+        assert self.max_similarity is not None
+        return (
+            f"{head}: of {total} prompt pairs, none has a question cosine in {window}; "
+            f"{self.above} are above {self.high:g} (near duplicates) and {self.below} below "
+            f"{self.low:g} (unrelated); the most similar two have cosine "
+            f"{self.max_similarity:.3f}."
+        )
+
+
+def contrast_pairs_select(
+    embeddings: npt.ArrayLike,
+    *,
+    low: float = DEFAULT_WINDOW[0],
+    high: float = DEFAULT_WINDOW[1],
+    seed: int = 0,
+) -> ContrastSelection:
+    """Pair items whose embeddings have cosine similarity in [low, high], each item at most once.
+
+    Formula: cos(i, j) = e_i · e_j / (|e_i| |e_j|). Candidates are the pairs with
+    low <= cos(i, j) <= high (both ends included): lexically close, yet not the same question.
+    Matching: the items are visited in the order of ``numpy.random.default_rng(seed)
+    .permutation(n)``; an item not yet paired takes, among the items not yet paired, its candidate
+    of highest cosine (the smaller index on a tie). So each item is in at most one pair per seed,
+    and a different seed can give a different matching of the same candidates.
+    Source: Shen et al. (2023), Contrast Instructions, which pair the instructions of one benchmark
+    by the cosine of their sentence embeddings in such a window ([0.75, 0.9] and [0.8, 0.9]).
+    """
+    if not -1.0 <= low <= high <= 1.0:
+        raise ValueError(f"the window needs -1 <= low <= high <= 1, not [{low}, {high}]")
+    unit = unit_rows(embeddings)
+    n = unit.shape[0]
+    if n < 2:
+        return ContrastSelection((), n, low, high, seed, 0, 0, 0, None)
+    cos = np.clip(unit @ unit.T, -1.0, 1.0)
+    upper = np.triu_indices(n, k=1)
+    values = cos[upper]
+    in_window = (cos >= low) & (cos <= high)
+    np.fill_diagonal(in_window, False)
+
+    paired = np.zeros(n, dtype=bool)
+    pairs: list[tuple[int, int]] = []
+    for i in np.random.default_rng(seed).permutation(n).tolist():
+        if paired[i]:
+            continue
+        options = np.flatnonzero(in_window[i] & ~paired)
+        if options.size == 0:
+            continue
+        # argmax takes the first of equal maxima, and options are in index order.
+        j = int(options[np.argmax(cos[i, options])])
+        paired[i] = paired[j] = True
+        pairs.append((min(i, j), max(i, j)))
+    return ContrastSelection(
+        pairs=tuple(sorted(pairs)),
+        n_items=n,
+        low=low,
+        high=high,
+        seed=seed,
+        candidates=int(((values >= low) & (values <= high)).sum()),
+        above=int((values > high).sum()),
+        below=int((values < low).sum()),
+        max_similarity=float(values.max()),
+    )
+
+
+# --- C_res and C_ins for score judges ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsistencyRate:
+    """A consistency share with its Wilson interval; ``ties`` are comparisons with equal scores
+    (or a tie verdict), counted as not consistent; ``baseline`` is a random judge's share."""
+
+    proportion: Proportion
+    ties: int
+    baseline: float
+
+
+@dataclass(frozen=True)
+class ScoreConsistency:
+    """C_res and C_ins of a score judge over ``pairs`` contrast pairs (2 comparisons each)."""
+
+    pairs: int
+    c_res: ConsistencyRate
+    c_ins: ConsistencyRate
+
+
+def _rate(
+    hits: npt.NDArray[np.bool_], ties: npt.NDArray[np.bool_], confidence: float
+) -> ConsistencyRate:
+    return ConsistencyRate(
+        proportion=wilson_interval(int(hits.sum()), int(hits.size), confidence),
+        ties=int(ties.sum()),
+        baseline=RANDOM_CONTRAST_RATE,
+    )
+
+
+def score_consistency(scores: npt.ArrayLike, *, confidence: float = 0.95) -> ScoreConsistency:
+    """Return C_res and C_ins from the scores a judge gives to the four combinations of each pair.
+
+    ``scores[k, i, j]`` is h(I_i, r_j) for contrast pair k, with index 0 for A and 1 for B, so
+    ``scores[k]`` is [[h(I_A, r_A), h(I_A, r_B)], [h(I_B, r_A), h(I_B, r_B)]].
+    Formulas, both directions of each pair counted (2n comparisons for n pairs):
+    C_res = ( #[h(I_A, r_A) > h(I_A, r_B)] + #[h(I_B, r_B) > h(I_B, r_A)] ) / 2n  (the right
+    answer scores higher for the instruction), C_ins = ( #[h(I_A, r_A) > h(I_B, r_A)] +
+    #[h(I_B, r_B) > h(I_A, r_B)] ) / 2n  (the answer scores higher under its own instruction).
+    The inequality is strict: equal scores count as not consistent and are reported as ties.
+    The interval is Wilson's over the 2n comparisons (which treats the two directions of a pair as
+    independent, so it is somewhat narrow); a random judge scores 50%.
+    Source: Shen et al. (2023), response and instruction consistency on Contrast Instructions.
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim != 3 or arr.shape[1:] != (2, 2):
+        raise ValueError(f"scores must have shape [n, 2, 2], not {arr.shape}")
+    if not np.isfinite(arr).all():
+        bad = sorted({int(k) for k in np.argwhere(~np.isfinite(arr))[:, 0]})
+        raise ValueError(f"scores of contrast pairs {bad} are not finite numbers")
+    aa, ab, ba, bb = arr[:, 0, 0], arr[:, 0, 1], arr[:, 1, 0], arr[:, 1, 1]
+    own_answer = np.concatenate([aa, bb])
+    other_answer = np.concatenate([ab, ba])  # same instruction, the other pair's answer
+    other_instruction = np.concatenate([ba, ab])  # same answer, the other instruction
+    return ScoreConsistency(
+        pairs=int(arr.shape[0]),
+        c_res=_rate(own_answer > other_answer, own_answer == other_answer, confidence),
+        c_ins=_rate(own_answer > other_instruction, own_answer == other_instruction, confidence),
+    )
+
+
+def choice_consistency(
+    chosen: Sequence[str], expected: Sequence[str], *, confidence: float = 0.95
+) -> ConsistencyRate:
+    """Return the share of pairwise verdicts on contrast items that pick the answer that belongs.
+
+    ``chosen`` holds canonical verdicts "A", "B" or "tie"; ``expected`` the side of r_A (the
+    answer of the instruction shown) in the same item, "A" or "B". Formula: C_res = #[chosen =
+    expected] / n over every verdict (each person's vote, or each judge call); a tie counts as not
+    consistent and is reported. A random chooser between the two answers scores 50%.
+    Source: Shen et al. (2023), whose human estimate asks people to choose between r_A and r_B
+    for I_A.
+    """
+    got = np.asarray(chosen, dtype=object)
+    want = np.asarray(expected, dtype=object)
+    if got.shape != want.shape or got.ndim != 1:
+        raise ValueError("chosen and expected must be two lists of the same length")
+    unknown = sorted({str(v) for v in got.tolist()} - set(_LABELS))
+    if unknown:
+        raise ValueError(f"unknown verdict labels: {unknown}")
+    if not set(want.tolist()) <= {"A", "B"}:
+        raise ValueError("expected sides must be 'A' or 'B'")
+    return _rate(got == want, got == "tie", confidence)
+
+
+# --- RewardFusion -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FusedScores:
+    """Scores after RewardFusion, with how many training examples each fused (0 = own score)."""
+
+    scores: npt.NDArray[np.float64]
+    neighbours: npt.NDArray[np.int64]
+    delta: float
+
+
+def reward_fusion(
+    query_embeddings: npt.ArrayLike,
+    query_scores: npt.ArrayLike,
+    train_embeddings: npt.ArrayLike,
+    train_scores: npt.ArrayLike,
+    *,
+    delta: float = DEFAULT_FUSION_DELTA,
+) -> FusedScores:
+    """Return each query's score fused with the scores of its near training examples (Eq. 4).
+
+    Each row of the embeddings is the encoding of an (instruction ∘ answer) text. For a query x
+    with its own score h(x), let N(x) = { training examples x_i with s_i = cos(x, x_i) > δ }.
+    Formula: h̃(x) = ( h(x) + Σ_{i∈N(x)} s_i h(x_i) ) / ( 1 + Σ_{i∈N(x)} s_i ), a
+    similarity-weighted average in which the query itself takes part with weight cos(x, x) = 1.
+    With no neighbour, h̃(x) = h(x). The threshold is strict (a cosine equal to δ is left out).
+    Source: Shen et al. (2023), RewardFusion, Eq. 4 (δ = 0.95 by default here).
+    """
+    q_scores = np.asarray(query_scores, dtype=np.float64)
+    t_scores = np.asarray(train_scores, dtype=np.float64)
+    q = unit_rows(query_embeddings)
+    if q.shape[0] != q_scores.shape[0] or q_scores.ndim != 1:
+        raise ValueError("need one score per query embedding")
+    t_raw = np.asarray(train_embeddings, dtype=np.float64)
+    if t_raw.size == 0:
+        return FusedScores(q_scores.copy(), np.zeros(q.shape[0], dtype=np.int64), delta)
+    t = unit_rows(t_raw)
+    if t.shape[0] != t_scores.shape[0] or t_scores.ndim != 1:
+        raise ValueError("need one score per training embedding")
+    if t.shape[1] != q.shape[1]:
+        raise ValueError(
+            f"query and training embeddings differ in size ({q.shape[1]} vs {t.shape[1]})"
+        )
+    sims = q @ t.T
+    weights = np.where(sims > delta, sims, 0.0)
+    fused = (q_scores + weights @ t_scores) / (1.0 + weights.sum(axis=1))
+    return FusedScores(fused, (sims > delta).sum(axis=1).astype(np.int64), delta)
+
+
+# --- Swap invariance --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SwapInvariance:
+    """Share of pairs whose collapsed verdict is the same in both orders.
+
+    ``order_invariant`` judges (a score model: each answer is scored alone) cannot change with
+    the order, so they carry no share: ``proportion`` is None and the report says so.
+    """
+
+    order_invariant: bool
+    proportion: Proportion | None
+
+
+def swap_invariance(
+    forward: Sequence[str],
+    backward: Sequence[str],
+    *,
+    order_invariant: bool = False,
+    confidence: float = 0.95,
+) -> SwapInvariance:
+    """Return how often a judge's verdict on a pair survives swapping the two answers.
+
+    ``forward[k]`` and ``backward[k]`` are the judge's collapsed verdicts on pair k called with A
+    first and with B first, both already in canonical A/B terms ("A", "B", "tie"). Formula:
+    #[forward = backward] / n with its Wilson interval; a tie in one order and a side in the other
+    is a change. Source: Zheng et al. (2023), section 3.3 on position bias (the "consistency" of a
+    judge called in both orders).
+    """
+    if order_invariant:
+        return SwapInvariance(True, None)
+    first = np.asarray(forward, dtype=object)
+    second = np.asarray(backward, dtype=object)
+    if first.shape != second.shape or first.ndim != 1:
+        raise ValueError("forward and backward must be two lists of the same length")
+    unknown = sorted({str(v) for v in [*first.tolist(), *second.tolist()]} - set(_LABELS))
+    if unknown:
+        raise ValueError(f"unknown verdict labels: {unknown}")
+    same = int((first == second).sum())
+    return SwapInvariance(False, wilson_interval(same, int(first.size), confidence))
+
+
+# --- Transitivity -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Intransitivity:
+    """Cyclic triples among answers judged in all three pairs.
+
+    triples: triples whose three pairs all have a decided (non-tie) verdict, the denominator;
+    intransitive: those among them that form a cycle; tied_triples: triples judged in all three
+    pairs where at least one verdict is a tie (left out of the rate, neither cyclic nor not);
+    random_rate: a random judge's expected share, 1/4.
+    """
+
+    triples: int
+    intransitive: int
+    tied_triples: int
+    proportion: Proportion
+    random_rate: float
+
+
+def intransitive_triples(
+    verdicts: pd.DataFrame,
+    *,
+    group: str = "group",
+    first: str = "first",
+    second: str = "second",
+    label: str = "label",
+    confidence: float = 0.95,
+) -> Intransitivity:
+    """Count the intransitive triples (A > B, B > C, C > A) among each group's items.
+
+    One row per judged pair of items of a group (for Concord: a prompt and turn, items are its
+    answers): ``label`` is "A" when ``first`` won, "B" when ``second`` won, "tie". Each unordered
+    pair may appear once per group (collapse several votes to a majority first). For every three
+    items of a group whose three pairs are all judged: with no tie, the triple is intransitive when
+    each item beats exactly one other (a 3-cycle); with a tie it is counted apart as tied, not in
+    the rate. Formula: rate = #cyclic / #decided triples, with its Wilson interval; a random judge
+    gives 1/4. Source: Kendall and Babington Smith (1940), circular triads of paired comparisons.
+    """
+    missing = {group, first, second, label} - set(verdicts.columns)
+    if missing:
+        raise ValueError(f"verdicts lack the columns {sorted(missing)}")
+    unknown = sorted({str(v) for v in verdicts[label].unique()} - set(_LABELS))
+    if unknown:
+        raise ValueError(f"unknown verdict labels: {unknown}")
+    beats: dict[Hashable, dict[frozenset[Hashable], Hashable | None]] = defaultdict(dict)
+    for g, x, y, lab in verdicts[[group, first, second, label]].itertuples(index=False):
+        if x == y:
+            raise ValueError(f"group {g!r}: item {x!r} is compared with itself")
+        key = frozenset((x, y))
+        if key in beats[g]:
+            raise ValueError(
+                f"group {g!r}: the pair ({x!r}, {y!r}) has more than one verdict; "
+                "collapse votes to one verdict per pair first"
+            )
+        beats[g][key] = x if lab == "A" else y if lab == "B" else None
+
+    decided = cyclic = tied = 0
+    for edges in beats.values():
+        items = sorted({item for key in edges for item in key}, key=repr)
+        for trio in itertools.combinations(items, 3):
+            keys = [frozenset(p) for p in itertools.combinations(trio, 2)]
+            if not all(k in edges for k in keys):
+                continue
+            winners = [edges[k] for k in keys]
+            if any(w is None for w in winners):
+                tied += 1
+                continue
+            decided += 1
+            # A 3-cycle is the one outcome where every item wins exactly once.
+            if len(set(winners)) == 3:
+                cyclic += 1
+    return Intransitivity(
+        triples=decided,
+        intransitive=cyclic,
+        tied_triples=tied,
+        proportion=wilson_interval(cyclic, decided, confidence),
+        random_rate=RANDOM_INTRANSITIVE_RATE,
+    )

@@ -1,0 +1,227 @@
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from leaderboard.stats.consistency import (
+    choice_consistency,
+    contrast_pairs_select,
+    intransitive_triples,
+    reward_fusion,
+    score_consistency,
+    swap_invariance,
+)
+
+# Six hand-made question embeddings on orthonormal axes u1..u6, with their cosines:
+#   cos(0, 1) = 0.80   in [0.75, 0.9]
+#   cos(2, 3) = 0.85   in the window
+#   cos(3, 4) = 0.85 * 0.95 = 0.8075   in the window
+#   cos(2, 4) = 0.95   above it (a near duplicate)
+#   item 5 is orthogonal to all; every other cosine is 0.
+_EYE = np.eye(6)
+EMBEDDINGS = np.stack(
+    [
+        _EYE[0],
+        0.8 * _EYE[0] + 0.6 * _EYE[1],
+        _EYE[2],
+        0.85 * _EYE[2] + math.sqrt(1 - 0.85**2) * _EYE[3],
+        0.95 * _EYE[2] + math.sqrt(1 - 0.95**2) * _EYE[4],
+        _EYE[5],
+    ]
+)
+
+
+def test_the_hand_made_embeddings_have_the_cosines_the_test_relies_on() -> None:
+    cos = EMBEDDINGS @ EMBEDDINGS.T
+    assert cos[0, 1] == pytest.approx(0.8)
+    assert cos[2, 3] == pytest.approx(0.85)
+    assert cos[3, 4] == pytest.approx(0.8075)
+    assert cos[2, 4] == pytest.approx(0.95)
+
+
+def test_the_window_picks_the_expected_prompt_pairs_each_prompt_at_most_once() -> None:
+    seen: set[tuple[tuple[int, int], ...]] = set()
+    for seed in range(30):
+        selection = contrast_pairs_select(EMBEDDINGS, low=0.75, high=0.9, seed=seed)
+        used = [item for pair in selection.pairs for item in pair]
+        assert len(used) == len(set(used)), "a prompt is in two contrast pairs"
+        assert (0, 1) in selection.pairs
+        assert set(selection.pairs) <= {(0, 1), (2, 3), (3, 4)}
+        assert len(selection.pairs) == 2
+        seen.add(selection.pairs)
+    # Item 3 can pair with 2 or with 4 (never both); the seed's visiting order decides.
+    assert seen == {((0, 1), (2, 3)), ((0, 1), (3, 4))}
+
+
+def test_the_same_seed_gives_the_same_pairs() -> None:
+    first = contrast_pairs_select(EMBEDDINGS, seed=7)
+    assert contrast_pairs_select(EMBEDDINGS, seed=7) == first
+
+
+def test_the_selection_counts_candidates_near_duplicates_and_unrelated_pairs() -> None:
+    selection = contrast_pairs_select(EMBEDDINGS, low=0.75, high=0.9)
+    assert (selection.candidates, selection.above, selection.below) == (3, 1, 11)
+    assert selection.max_similarity == pytest.approx(0.95)
+
+
+def test_the_window_ends_are_configurable_and_included() -> None:
+    narrow = contrast_pairs_select(EMBEDDINGS, low=0.81, high=0.9)
+    assert narrow.pairs == ((2, 3),)
+    # 0.8 is the window's lower end and is included.
+    assert (0, 1) in contrast_pairs_select(EMBEDDINGS, low=0.8, high=0.9).pairs
+    wide = contrast_pairs_select(EMBEDDINGS, low=0.9, high=1.0, seed=3)
+    assert wide.pairs == ((2, 4),)
+
+
+def test_too_few_similar_prompts_say_how_many_pairs_were_found_and_why() -> None:
+    selection = contrast_pairs_select(EMBEDDINGS[[0, 2, 4, 5]], low=0.75, high=0.9)
+    assert selection.pairs == ()
+    message = selection.explain()
+    assert "Found 0 contrast pair(s) among 4 prompts" in message
+    assert "of 6 prompt pairs, none has a question cosine in [0.75, 0.9]" in message
+    assert "1 are above 0.9 (near duplicates) and 5 below 0.75" in message
+    assert "cosine 0.950" in message
+    assert "needs two" in contrast_pairs_select(EMBEDDINGS[:1]).explain()
+
+
+def test_a_bad_window_or_a_zero_embedding_is_refused() -> None:
+    with pytest.raises(ValueError, match="low <= high"):
+        contrast_pairs_select(EMBEDDINGS, low=0.9, high=0.8)
+    with pytest.raises(ValueError, match=r"rows \[1\] are zero vectors"):
+        contrast_pairs_select(np.array([[1.0, 0.0], [0.0, 0.0]]))
+
+
+# Scores h(I_i, r_j) of three contrast pairs: [[h(IA, rA), h(IA, rB)], [h(IB, rA), h(IB, rB)]].
+#   pair 0: C_res 3>1 yes, 4>2 yes; C_ins 3>2 yes, 4>1 yes
+#   pair 1: C_res 1>2 no,  1>0 yes; C_ins 1>0 yes, 1>2 no
+#   pair 2: C_res 5=5 tie, 2>4 no;  C_ins 5>4 yes, 2>5 no
+SCORES = [[[3, 1], [2, 4]], [[1, 2], [0, 1]], [[5, 5], [4, 2]]]
+
+
+def test_c_res_and_c_ins_count_both_directions_of_each_pair() -> None:
+    result = score_consistency(SCORES)
+    assert result.pairs == 3
+    assert (result.c_res.proportion.count, result.c_res.proportion.total) == (3, 6)
+    assert (result.c_ins.proportion.count, result.c_ins.proportion.total) == (4, 6)
+    assert result.c_res.ties == 1
+    assert result.c_ins.ties == 0
+    assert result.c_res.baseline == result.c_ins.baseline == 0.5
+
+
+def test_c_res_carries_the_wilson_interval_of_its_counts() -> None:
+    # 3 of 6 by hand: centre 0.5, half-width z*sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n) = 0.3124.
+    c_res = score_consistency(SCORES).c_res.proportion
+    assert c_res.share == 0.5
+    assert c_res.lower == pytest.approx(0.1876, abs=1e-4)
+    assert c_res.upper == pytest.approx(0.8124, abs=1e-4)
+
+
+def test_scores_of_the_wrong_shape_or_not_numbers_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"shape \[n, 2, 2\]"):
+        score_consistency([[1, 2], [3, 4]])
+    with pytest.raises(ValueError, match=r"pairs \[1\] are not finite"):
+        score_consistency(np.array([[[1, 0], [0, 1]], [[np.nan, 0], [0, 1]]]))
+
+
+def test_choice_consistency_counts_ties_as_misses() -> None:
+    rate = choice_consistency(["A", "B", "tie", "A"], ["A", "A", "B", "A"])
+    assert (rate.proportion.count, rate.proportion.total, rate.ties) == (2, 4, 1)
+    with pytest.raises(ValueError, match="unknown verdict labels"):
+        choice_consistency(["left"], ["A"])
+
+
+def test_reward_fusion_equals_eq_4_on_a_hand_example() -> None:
+    queries = np.array([[1.0, 0.0], [0.0, 1.0]])
+    own = np.array([1.0, 2.0])
+    train = np.array([[0.96, 0.28], [2.0, 0.0], [0.6, 0.8]])  # cos to query 0: 0.96, 1.0, 0.6
+    train_scores = np.array([3.0, -1.0, 100.0])
+    fused = reward_fusion(queries, own, train, train_scores, delta=0.95)
+    # Query 0: (1 + 0.96*3 + 1.0*(-1)) / (1 + 0.96 + 1.0) = 2.88 / 2.96; the 0.6 one is left out.
+    assert fused.scores[0] == pytest.approx(2.88 / 2.96)
+    # Query 1: cosines 0.28, 0, 0.8, none above 0.95: its own score.
+    assert fused.scores[1] == 2.0
+    assert fused.neighbours.tolist() == [2, 0]
+
+
+def test_reward_fusion_without_training_examples_keeps_the_own_scores() -> None:
+    fused = reward_fusion(np.eye(2), [0.5, -0.5], np.empty((0, 2)), np.empty(0))
+    assert fused.scores.tolist() == [0.5, -0.5]
+
+
+def test_swap_invariance_is_the_share_of_unchanged_verdicts() -> None:
+    result = swap_invariance(["A", "B", "tie", "A"], ["A", "A", "tie", "B"])
+    assert result.order_invariant is False
+    assert result.proportion is not None
+    assert (result.proportion.count, result.proportion.total) == (2, 4)
+
+
+def test_an_order_invariant_judge_is_reported_as_such_not_as_one_hundred_percent() -> None:
+    result = swap_invariance(["A"], ["A"], order_invariant=True)
+    assert result.order_invariant is True
+    assert result.proportion is None
+
+
+def _frame(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["group", "first", "second", "label"])
+
+
+def test_the_intransitive_triples_of_a_hand_made_tournament() -> None:
+    verdicts = _frame(
+        [
+            # p1: a > b > c > a is a cycle; d loses to all (three transitive triples with d).
+            ("p1", "a", "b", "A"),
+            ("p1", "b", "c", "A"),
+            ("p1", "a", "c", "B"),
+            ("p1", "a", "d", "A"),
+            ("p1", "d", "b", "B"),
+            ("p1", "c", "d", "A"),
+            # p2: one triple with a tie, set apart.
+            ("p2", "x", "y", "A"),
+            ("p2", "y", "z", "tie"),
+            ("p2", "x", "z", "A"),
+            # p3: only two of the three pairs judged, so no triple.
+            ("p3", "u", "v", "A"),
+            ("p3", "v", "w", "A"),
+        ]
+    )
+    result = intransitive_triples(verdicts)
+    assert (result.triples, result.intransitive, result.tied_triples) == (4, 1, 1)
+    assert result.proportion.share == 0.25
+    assert result.random_rate == 0.25
+
+
+def test_the_cycle_count_matches_kendalls_circular_triad_formula() -> None:
+    # Independent count: in a tournament on n items with win counts s_i, the circular triads
+    # number C(n, 3) - sum_i C(s_i, 2) (Kendall and Babington Smith 1940).
+    rng = np.random.default_rng(11)
+    items = list("abcdefg")
+    rows, expected = [], 0
+    for g in range(20):
+        wins = dict.fromkeys(items, 0)
+        for x, y in itertools.combinations(items, 2):
+            winner = x if rng.random() < 0.5 else y
+            wins[winner] += 1
+            rows.append((f"g{g}", x, y, "A" if winner == x else "B"))
+        expected += math.comb(len(items), 3) - sum(math.comb(s, 2) for s in wins.values())
+    result = intransitive_triples(_frame(rows))
+    assert result.triples == 20 * math.comb(7, 3)
+    assert result.intransitive == expected
+
+
+def test_a_random_judge_makes_about_one_triple_in_four_intransitive() -> None:
+    rng = np.random.default_rng(5)
+    rows = [
+        (f"g{g}", x, y, "A" if rng.random() < 0.5 else "B")
+        for g in range(4000)
+        for x, y in itertools.combinations("abc", 2)
+    ]
+    share = intransitive_triples(_frame(rows)).proportion.share
+    assert share is not None
+    assert share == pytest.approx(0.25, abs=0.02)
+
+
+def test_two_verdicts_on_one_pair_of_a_group_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"group 'p': the pair \('b', 'a'\) has more than one"):
+        intransitive_triples(_frame([("p", "a", "b", "A"), ("p", "b", "a", "A")]))
