@@ -12,7 +12,7 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -809,7 +809,7 @@ def study_filter_choices(*, study: Study) -> dict[str, list[Any]]:
 
 
 EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
-    # table: ((ORM field, column name), ...); text columns are those not numeric or boolean.
+    # table: ((ORM field, column name), ...); each column's type is its model field's.
     "pairs": (
         ("id", "pair_id"),
         ("prompt__external_id", "prompt"),
@@ -865,29 +865,10 @@ EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("raw_output", "raw_output"),
     ),
 }
-EXPORT_FLAGS = {"is_gold", "is_imported", "a_left", "refusal"}
-EXPORT_FLOATS = {"score_a", "score_b", "cost_usd"}
-EXPORT_NUMBERS = {
-    "pair_id",
-    "turn",
-    "answer_a_id",
-    "answer_b_id",
-    "judgment_id",
-    "likert_shown",
-    "likert",
-    "duration_ms",
-    "call_id",
-    "run_id",
-    "score_a",
-    "score_b",
-    "tokens_in",
-    "tokens_out",
-    "cost_usd",
-    "latency_ms",
-}
 
 
-def _export_queryset(*, study: Study, table: str) -> QuerySet[Any]:
+def study_export_queryset(*, study: Study, table: str) -> QuerySet[Any]:
+    """The rows of one export table of the study (pairs, judgments or calls), unordered."""
     if table not in EXPORT_TABLES:
         raise ValueError(f"table must be one of {sorted(EXPORT_TABLES)}, not {table!r}")
     if table == "pairs":
@@ -899,53 +880,7 @@ def _export_queryset(*, study: Study, table: str) -> QuerySet[Any]:
 
 def study_export_count(*, study: Study, table: str) -> int:
     """How many rows an export of one table of the study holds."""
-    return int(_export_queryset(study=study, table=table).count())
-
-
-def study_export_frame(*, study: Study, table: str) -> pd.DataFrame:
-    """A study's raw rows of one table (pairs, judgments or calls), sorted by id."""
-    return _export_rows(_export_queryset(study=study, table=table), table)
-
-
-def study_export_chunks(
-    *, study: Study, table: str, chunk_rows: int = 50_000
-) -> Iterator[pd.DataFrame]:
-    """The same rows as :func:`study_export_frame`, in id order, as frames of at most
-    `chunk_rows` rows, so that a big export never holds the whole table in memory.
-
-    Each chunk is an id range (keyset pagination): its upper id is found by an index scan, then
-    its rows are read like the whole table's.
-    """
-    if chunk_rows < 1:
-        raise ValueError("chunk_rows must be at least 1")
-    qs = _export_queryset(study=study, table=table)
-    after: int | None = None
-    while True:
-        remaining = qs if after is None else qs.filter(pk__gt=after)
-        last = list(
-            remaining.order_by("pk").values_list("pk", flat=True)[chunk_rows - 1 : chunk_rows]
-        )
-        upper = last[0] if last else None
-        window = remaining if upper is None else remaining.filter(pk__lte=upper)
-        frame = _export_rows(window, table)
-        if len(frame):
-            yield frame
-        if upper is None:
-            return
-        after = int(upper)
-
-
-def _export_rows(qs: QuerySet[Any], table: str) -> pd.DataFrame:
-    fields = [f for f, _ in EXPORT_TABLES[table]]
-    columns = [c for _, c in EXPORT_TABLES[table]]
-    frame = frame_read(
-        qs,
-        fields,
-        columns,
-        text=[c for c in columns if c not in EXPORT_FLAGS | EXPORT_NUMBERS],
-        flags=[c for c in columns if c in EXPORT_FLAGS],
-    )
-    return frame.sort_values(columns[0], kind="stable").reset_index(drop=True)
+    return int(study_export_queryset(study=study, table=table).count())
 
 
 def api_schema_get(*, request: HttpRequest) -> list[dict[str, Any]]:

@@ -10,7 +10,14 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views import View
@@ -42,7 +49,7 @@ from leaderboard.services.export_jobs import (
     export_needs_job,
     export_sync_max_rows,
 )
-from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export
+from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export_stream
 from leaderboard.services.reports import agreement_report_snapshot, report_to_json
 
 
@@ -126,7 +133,7 @@ class StudyExportView(ResearcherRequiredMixin, View):
     """A small table's rows, built in the request; a big one sends the researcher to the
     background exports page with the table and format filled in."""
 
-    def get(self, request: HttpRequest, slug: str, table: str, fmt: str) -> HttpResponse:
+    def get(self, request: HttpRequest, slug: str, table: str, fmt: str) -> HttpResponseBase:
         study = get_study_or_404(request, slug)
         if table not in EXPORT_TABLES or fmt not in EXPORT_FORMATS:
             raise Http404("No such export.")
@@ -138,8 +145,9 @@ class StudyExportView(ResearcherRequiredMixin, View):
             )
             url = reverse("leaderboard:study_export_jobs", args=[study.slug])
             return redirect(f"{url}?{urlencode({'kind': table, 'format': fmt})}")
-        data = study_export(study=study, table=table, fmt=fmt)
-        response = HttpResponse(data, content_type=CONTENT_TYPES[fmt])
+        response = StreamingHttpResponse(
+            study_export_stream(study=study, table=table, fmt=fmt), content_type=CONTENT_TYPES[fmt]
+        )
         response["Content-Disposition"] = f'attachment; filename="{_filename(study, table, fmt)}"'
         return response
 

@@ -16,15 +16,12 @@ import io
 import json
 import secrets
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
-import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -37,13 +34,14 @@ from config.celery import app as celery_app
 from config.queues import Queue
 from judges.services.queueing import BrokerUnavailable, broker_check
 from leaderboard.models import ExportJob
-from leaderboard.selectors import EXPORT_TABLES, study_export_chunks, study_export_count
-from leaderboard.services.exports import arrow_schema, frame_records
+from leaderboard.selectors import EXPORT_TABLES, study_export_count
+from leaderboard.services.exports import parquet_stream, study_export_write
 from leaderboard.services.reports import agreement_report_snapshot, report_flatten
 
 TASK_EXPORT_BUILD = "leaderboard.export_build"
-# Rows read from the database, and written as one Parquet row group, at a time.
+# Rows written as one Parquet row group.
 EXPORT_CHUNK_ROWS = 50_000
+REPORT_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("value", pa.string())])
 
 
 def exports_dir() -> Path:
@@ -164,56 +162,37 @@ def export_job_build(*, job_id: int) -> ExportOutcome:
     return ExportOutcome(status=ExportJob.Status.DONE, built=True, rows=rows)
 
 
-def _chunks(job: ExportJob) -> Iterator[pd.DataFrame]:
-    if job.kind == ExportJob.Kind.REPORT:
-        payload = agreement_report_snapshot(study=job.study).payload
-        yield pd.DataFrame(
-            [(path, json.dumps(value)) for path, value in report_flatten(payload)],
-            columns=["path", "value"],
+def _write_report(job: ExportJob, out: IO[bytes]) -> int:
+    """The report flattened to (path, JSON value) rows, in the job's format."""
+    payload = agreement_report_snapshot(study=job.study).payload
+    rows = [(path, json.dumps(value)) for path, value in report_flatten(payload)]
+    if job.format == ExportJob.Format.PARQUET:
+        table = pa.Table.from_pydict(
+            {"path": [p for p, _ in rows], "value": [v for _, v in rows]}, schema=REPORT_SCHEMA
         )
-        return
-    yield from study_export_chunks(study=job.study, table=job.kind, chunk_rows=EXPORT_CHUNK_ROWS)
-
-
-def _columns(job: ExportJob) -> list[str]:
-    if job.kind == ExportJob.Kind.REPORT:
-        return ["path", "value"]
-    return [column for _, column in EXPORT_TABLES[job.kind]]
+        for data in parquet_stream(table.to_batches(), REPORT_SCHEMA, chunk_rows=EXPORT_CHUNK_ROWS):
+            out.write(data)
+        return len(rows)
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="")
+    if job.format == ExportJob.Format.CSV:
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(REPORT_SCHEMA.names)
+        writer.writerows(rows)
+    else:
+        for path, value in rows:
+            text.write(json.dumps({"path": path, "value": value}, ensure_ascii=False) + "\n")
+    text.flush()
+    text.detach()
+    return len(rows)
 
 
 def _write(job: ExportJob, out: IO[bytes]) -> int:
     """Write the job's rows chunk by chunk; return how many rows were written."""
-    columns = _columns(job)
-    if job.format == ExportJob.Format.PARQUET:
-        return _write_parquet(_chunks(job), columns, out)
-    rows = 0
-    text = io.TextIOWrapper(out, encoding="utf-8", newline="")
-    if job.format == ExportJob.Format.CSV:
-        writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(columns)
-        for frame in _chunks(job):
-            # pandas writes the cells as the small synchronous export does.
-            text.write(frame.to_csv(index=False, header=False, lineterminator="\n"))
-            rows += len(frame)
-    else:
-        for frame in _chunks(job):
-            for line in frame_records(frame):
-                text.write(line + "\n")
-            rows += len(frame)
-    text.flush()
-    text.detach()
-    return rows
-
-
-def _write_parquet(frames: Iterable[pd.DataFrame], columns: list[str], out: IO[bytes]) -> int:
-    schema = arrow_schema(columns)
-    rows = 0
-    with pq.ParquetWriter(out, schema) as writer:
-        for frame in frames:
-            # One row group per chunk.
-            writer.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
-            rows += len(frame)
-    return rows
+    if job.kind == ExportJob.Kind.REPORT:
+        return _write_report(job, out)
+    return study_export_write(
+        study=job.study, table=job.kind, fmt=job.format, out=out, chunk_rows=EXPORT_CHUNK_ROWS
+    )
 
 
 def export_job_file(*, job: ExportJob) -> Path:

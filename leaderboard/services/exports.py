@@ -1,24 +1,40 @@
-"""Exports of a study's raw rows (pairs, human judgments, judge calls) as CSV, JSONL or Parquet."""
+"""Exports of a study's raw rows (pairs, human judgments, judge calls) as CSV, JSONL or Parquet.
+
+Every export streams: PostgreSQL writes the rows with one ``COPY (SELECT ...) TO STDOUT`` and
+the bytes go on to the file or the HTTP response in chunks of about a megabyte, so memory stays
+bounded whatever the study's size. The database does the encoding, cell by cell in C:
+
+- CSV: PostgreSQL's CSV with a header. Whole numbers stay whole (an empty cell when NULL, never
+  ``2.0``), money keeps its exact decimal digits, flags read ``true``/``false``, times are ISO
+  8601 in UTC, and text cells go through the formula neutraliser of :mod:`config.csvsafe`.
+- JSONL: one ``json_build_object`` per row (numbers as JSON numbers, money exact, NULL as null,
+  the cited values as a JSON array).
+- Parquet: the same CSV read by pyarrow's streaming reader into typed columns (int64, float64,
+  bool, ``decimal128`` for money, timestamps in UTC, strings) and written one row group per
+  ``chunk_rows`` rows.
+
+A column's type comes from its model field, so a new column needs only a line in
+``EXPORT_TABLES``.
+"""
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Sequence
-from typing import Literal
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
 
-import pandas as pd
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from django.db import connection, models
+from django.db.models import QuerySet
 
 from annotation.models import Study
-from leaderboard.selectors import (
-    EXPORT_FLAGS,
-    EXPORT_FLOATS,
-    EXPORT_NUMBERS,
-    EXPORT_TABLES,
-    study_export_frame,
-)
+from leaderboard.selectors import EXPORT_TABLES, study_export_queryset
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
@@ -27,60 +43,325 @@ CONTENT_TYPES = {
     "jsonl": "application/x-ndjson",
     "parquet": "application/vnd.apache.parquet",
 }
+# Bytes handed on at a time, and rows per Parquet row group.
+STREAM_CHUNK_BYTES = 1 << 20
+EXPORT_CHUNK_ROWS = 50_000
+
+ColumnKind = Literal["int", "float", "decimal", "bool", "time", "json", "text"]
 
 
-def arrow_schema(columns: Sequence[str]) -> pa.Schema:
-    """The Parquet schema of an export's columns, fixed so that every row group matches:
-    whole numbers as int64, money and scores as float64, flags as bool, the rest as strings."""
-    fields = []
-    for column in columns:
-        if column in EXPORT_FLAGS:
-            kind = pa.bool_()
-        elif column in EXPORT_FLOATS:
-            kind = pa.float64()
-        elif column in EXPORT_NUMBERS:
-            kind = pa.int64()
-        else:
-            kind = pa.string()
-        fields.append(pa.field(column, kind, nullable=True))
-    return pa.schema(fields)
+@dataclass(frozen=True)
+class Column:
+    """One exported column: its name, its kind and, for money, its digits."""
+
+    name: str
+    kind: ColumnKind
+    digits: tuple[int, int] | None = None
+
+    def arrow_type(self) -> pa.DataType:
+        if self.kind == "decimal":
+            assert self.digits is not None
+            return pa.decimal128(*self.digits)
+        return _ARROW_TYPES[self.kind]
 
 
-def frame_records(frame: pd.DataFrame) -> Iterator[str]:
-    """The rows as JSON objects, one line each (no newline), missing values as null."""
-    for record in frame.to_dict(orient="records"):
-        clean = {k: (None if _missing(v) else v) for k, v in record.items()}
-        yield json.dumps(clean, ensure_ascii=False, sort_keys=False, default=str)
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "time": pa.timestamp("us", tz="UTC"),
+    "json": pa.string(),
+    "text": pa.string(),
+}
 
 
-def frame_encode(*, frame: pd.DataFrame, fmt: ExportFormat) -> bytes:
-    """The rows as file bytes: CSV with a header, one JSON object per line, or Parquet."""
-    if fmt == "csv":
-        return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
-    if fmt == "jsonl":
-        lines = list(frame_records(frame))
-        return ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")
-    if fmt == "parquet":
-        buffer = io.BytesIO()
-        table = pa.Table.from_pandas(
-            frame, schema=arrow_schema(list(frame.columns)), preserve_index=False
+def _model_field(model: type[models.Model], path: str) -> Any:
+    """The model field that an ORM path such as ``pair__prompt__external_id`` ends on (for a
+    foreign key, the field it points at)."""
+    *hops, last = path.split("__")
+    for hop in hops:
+        related = model._meta.get_field(hop).related_model
+        assert isinstance(related, type), f"{hop!r} in {path!r} is not a relation"
+        model = related
+    found = model._meta.get_field(last)
+    return found.target_field if isinstance(found, models.ForeignKey) else found
+
+
+def _kind_of(found: Any) -> tuple[ColumnKind, tuple[int, int] | None]:
+    if isinstance(found, models.BooleanField):
+        return "bool", None
+    if isinstance(found, models.DecimalField):
+        return "decimal", (int(found.max_digits or 38), int(found.decimal_places or 0))
+    if isinstance(found, models.FloatField):
+        return "float", None
+    if isinstance(found, (models.IntegerField, models.AutoField)):
+        return "int", None
+    if isinstance(found, models.DateTimeField):
+        return "time", None
+    if isinstance(found, models.JSONField):
+        return "json", None
+    return "text", None
+
+
+def export_columns(*, model: type[models.Model], table: str) -> tuple[Column, ...]:
+    """The columns of one export table, typed from the fields of `model` they read."""
+    columns = []
+    for path, name in EXPORT_TABLES[table]:
+        kind, digits = _kind_of(_model_field(model, path))
+        columns.append(Column(name=name, kind=kind, digits=digits))
+    return tuple(columns)
+
+
+def arrow_schema(columns: Iterable[Column]) -> pa.Schema:
+    """The Parquet schema of an export's columns, fixed so that every row group matches."""
+    return pa.schema([pa.field(c.name, c.arrow_type(), nullable=True) for c in columns])
+
+
+def _cell_sql(column: Column, alias: str, *, neutralise: bool) -> str:
+    """One column as the SQL that writes its CSV cell."""
+    if column.kind == "bool":
+        return f"{alias}::text"
+    if column.kind == "time":
+        # ISO 8601 with the offset, as JSON writes it, whatever the session's DateStyle.
+        return f"(to_json({alias}) #>> '{{}}')"
+    if column.kind in ("json", "text"):
+        text = f"{alias}::text"
+        return _neutralise_sql(text) if neutralise else text
+    return alias
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _neutralise_sql(text: str) -> str:
+    """SQL that prefixes a text starting like a formula with an apostrophe, so that a
+    spreadsheet shows it as text."""
+    starts = ", ".join(f"chr({ord(s)})" for s in FORMULA_STARTS)
+    return f"CASE WHEN left({text}, 1) IN ({starts}) THEN chr(39) || {text} ELSE {text} END"
+
+
+def _copy_sql(
+    qs: QuerySet[Any], table: str, columns: tuple[Column, ...], *, neutralise: bool
+) -> tuple[str, tuple[Any, ...]]:
+    """The COPY statement that writes the rows as CSV, ordered by the table's id (the first
+    column: the planner reads the primary key's index), and its parameters."""
+    paths = [path for path, _ in EXPORT_TABLES[table]]
+    inner, params = qs.order_by().values_list(*paths).query.sql_with_params()
+    aliases = [f"c{i}" for i in range(len(columns))]
+    cells = ", ".join(
+        _cell_sql(c, a, neutralise=neutralise) for c, a in zip(columns, aliases, strict=True)
+    )
+    select = f"SELECT {cells} FROM ({inner}) AS t({', '.join(aliases)}) ORDER BY c0"
+    return f"COPY ({select}) TO STDOUT WITH (FORMAT csv)", tuple(params)
+
+
+def _csv_options(schema: pa.Schema) -> dict[str, Any]:
+    """How pyarrow reads PostgreSQL's CSV into `schema`'s types."""
+    return {
+        "read_options": pacsv.ReadOptions(column_names=schema.names),
+        "parse_options": pacsv.ParseOptions(newlines_in_values=True),
+        "convert_options": pacsv.ConvertOptions(
+            column_types=schema,
+            true_values=["true"],
+            false_values=["false"],
+            null_values=[""],
+            strings_can_be_null=True,
+            # PostgreSQL quotes an empty text and leaves NULL bare.
+            quoted_strings_can_be_null=False,
+        ),
+    }
+
+
+# JSON escapes of the characters a JSON string may not hold raw (RFC 8259, section 7).
+_JSON_ESCAPES = [("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")] + [
+    (chr(code), f"\\u{code:04x}") for code in range(0x20) if chr(code) not in "\n\r\t"
+]
+_NEEDS_ESCAPE = "[" + "".join(f"\\x{ord(raw):02x}" for raw, _ in _JSON_ESCAPES) + "]"
+
+
+def _json_values(values: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
+    """Each value of a column as its JSON text ("null" when missing), column-wise in C++."""
+    if column.kind in ("int", "decimal", "bool"):
+        text = pc.cast(values, pa.string())
+    elif column.kind == "float":
+        finite = pc.is_finite(values)
+        text = pc.if_else(finite, pc.cast(values, pa.string()), pa.scalar(None, pa.string()))
+    elif column.kind == "json":
+        text = values  # PostgreSQL's own JSON text
+    else:
+        text = values
+        # Most columns (names, ids, choices) need no escape: one pass finds out.
+        if pc.any(pc.match_substring_regex(text, _NEEDS_ESCAPE)).as_py():
+            for raw, escaped in _JSON_ESCAPES:
+                if pc.any(pc.match_substring(text, raw)).as_py():
+                    text = pc.replace_substring(text, raw, escaped)
+        text = pc.binary_join_element_wise('"', text, '"', "")
+    return pc.fill_null(text, "null")
+
+
+def json_lines(table: pa.Table, columns: tuple[Column, ...]) -> bytes:
+    """The rows of `table` as JSON objects, one a line, keys in column order (time and JSON
+    columns hold their text as PostgreSQL wrote it)."""
+    if table.num_rows == 0:
+        return b""
+    parts: list[Any] = []
+    for index, column in enumerate(columns):
+        key = json.dumps(column.name)
+        parts += [
+            ("{" if index == 0 else ",") + key + ":",
+            _json_values(table.column(index), column),
+        ]
+    lines = pc.binary_join_element_wise(*parts, "}\n", "")
+    return _string_bytes(lines)
+
+
+def _string_bytes(strings: pa.ChunkedArray) -> bytes:
+    """The concatenated UTF-8 bytes of a string column without NULLs."""
+    out = []
+    for chunk in strings.chunks:
+        if not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)
+        start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+        out.append(chunk.buffers()[2].slice(start, end - start).to_pybytes())
+    return b"".join(out)
+
+
+@dataclass
+class ExportStream:
+    """The bytes of one export, read as they are iterated; `rows` is known once they are all
+    read. Holds the database connection while it is read: read it to the end, or close it."""
+
+    study: Study
+    table: str
+    fmt: ExportFormat
+    chunk_rows: int = EXPORT_CHUNK_ROWS
+    rows: int | None = field(default=None, init=False)
+
+    def __iter__(self) -> Iterator[bytes]:
+        qs = study_export_queryset(study=self.study, table=self.table)
+        columns = export_columns(model=qs.model, table=self.table)
+        if self.fmt == "csv":
+            return self._csv(qs, columns)
+        if self.fmt == "jsonl":
+            return self._jsonl(qs, columns)
+        return self._parquet(qs, columns)
+
+    def _copy(
+        self, qs: QuerySet[Any], columns: tuple[Column, ...], *, neutralise: bool = False
+    ) -> Iterator[bytes]:
+        """The rows as PostgreSQL writes them in CSV, in chunks of about STREAM_CHUNK_BYTES that
+        end at the end of a row (the server sends each row in a message of its own)."""
+        statement, params = _copy_sql(qs, self.table, columns, neutralise=neutralise)
+        with connection.cursor() as wrapper:
+            cursor = wrapper.cursor
+            with cursor.copy(statement, params or None) as copy:
+                pending: list[bytes] = []
+                size = 0
+                for data in copy:
+                    pending.append(bytes(data))
+                    size += len(data)
+                    if size >= STREAM_CHUNK_BYTES:
+                        yield b"".join(pending)
+                        pending, size = [], 0
+                if pending:
+                    yield b"".join(pending)
+            self.rows = int(cursor.rowcount)
+
+    def _tables(
+        self, qs: QuerySet[Any], columns: tuple[Column, ...], schema: pa.Schema
+    ) -> Iterator[pa.Table]:
+        """The rows as typed Arrow tables, one per chunk, parsed in C++."""
+        options = _csv_options(schema)
+        for chunk in self._copy(qs, columns):
+            yield pacsv.read_csv(io.BytesIO(chunk), **options)
+
+    def _csv(self, qs: QuerySet[Any], columns: tuple[Column, ...]) -> Iterator[bytes]:
+        yield (",".join(c.name for c in columns) + "\n").encode("utf-8")
+        yield from self._copy(qs, columns, neutralise=True)
+
+    def _jsonl(self, qs: QuerySet[Any], columns: tuple[Column, ...]) -> Iterator[bytes]:
+        # Times stay the ISO text PostgreSQL wrote, and JSON its JSON text.
+        schema = pa.schema(
+            [pa.field(c.name, pa.string() if c.kind == "time" else c.arrow_type()) for c in columns]
         )
-        pq.write_table(table, buffer)
-        return buffer.getvalue()
-    raise ValueError(f"format must be one of {EXPORT_FORMATS}, not {fmt!r}")
+        for table in self._tables(qs, columns, schema):
+            yield json_lines(table, columns)
+
+    def _parquet(self, qs: QuerySet[Any], columns: tuple[Column, ...]) -> Iterator[bytes]:
+        schema = arrow_schema(columns)
+        batches = (b for t in self._tables(qs, columns, schema) for b in t.to_batches())
+        yield from parquet_stream(batches, schema, chunk_rows=self.chunk_rows)
 
 
-def _missing(value: object) -> bool:
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
+class _Drain:
+    """A write-only file whose bytes are taken out as they come (pyarrow counts the position)."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: Any) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        return None
+
+    def take(self) -> bytes:
+        data, self.parts = b"".join(self.parts), []
+        return data
 
 
-def study_export(*, study: Study, table: str, fmt: ExportFormat) -> bytes:
-    """Export one table of the study's raw rows in one format."""
+def parquet_stream(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, *, chunk_rows: int
+) -> Iterator[bytes]:
+    """A Parquet file's bytes, one row group of `chunk_rows` rows (the last may be shorter)
+    written and handed on at a time."""
+    if chunk_rows < 1:
+        raise ValueError("chunk_rows must be at least 1")
+    drain = _Drain()
+    held: list[pa.RecordBatch] = []
+    count = 0
+    with pq.ParquetWriter(drain, schema) as writer:
+        for batch in batches:
+            held.append(batch)
+            count += batch.num_rows
+            while count >= chunk_rows:
+                table = pa.Table.from_batches(held, schema=schema)
+                writer.write_table(table.slice(0, chunk_rows))
+                rest = table.slice(chunk_rows)
+                held, count = rest.to_batches(), rest.num_rows
+                yield drain.take()
+        if count:
+            writer.write_table(pa.Table.from_batches(held, schema=schema))
+    yield drain.take()
+
+
+def study_export_stream(
+    *, study: Study, table: str, fmt: ExportFormat | str, chunk_rows: int = EXPORT_CHUNK_ROWS
+) -> ExportStream:
+    """One table of the study's raw rows in one format, as a stream of bytes in id order."""
     if table not in EXPORT_TABLES:
         raise ValueError(f"table must be one of {sorted(EXPORT_TABLES)}, not {table!r}")
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {EXPORT_FORMATS}, not {fmt!r}")
-    return frame_encode(frame=study_export_frame(study=study, table=table), fmt=fmt)
+    return ExportStream(study=study, table=table, fmt=fmt, chunk_rows=chunk_rows)
+
+
+def study_export_write(
+    *, study: Study, table: str, fmt: str, out: IO[bytes], chunk_rows: int = EXPORT_CHUNK_ROWS
+) -> int:
+    """Write one table of the study's raw rows to `out`; return how many rows were written."""
+    stream = study_export_stream(study=study, table=table, fmt=fmt, chunk_rows=chunk_rows)
+    for data in stream:
+        out.write(data)
+    assert stream.rows is not None
+    return stream.rows
+
+
+def study_export(*, study: Study, table: str, fmt: str) -> bytes:
+    """One table of the study's raw rows in one format, as bytes (for small tables and tests)."""
+    return b"".join(study_export_stream(study=study, table=table, fmt=fmt))

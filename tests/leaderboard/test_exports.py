@@ -42,7 +42,7 @@ def test_judgments_export_as_csv_names_each_rater_and_canonical_preference(
     assert len(rows) == 4
     first = next(r for r in rows if r["rater"] == "author_1")
     assert (first["prompt"], first["turn"], first["preference"]) == ("81", "1", "B")
-    assert first["is_imported"] == "True" and first["likert"] == ""
+    assert first["is_imported"] == "true" and first["likert"] == ""
 
 
 def test_calls_export_as_jsonl_keeps_the_published_verdict_label(
@@ -51,7 +51,7 @@ def test_calls_export_as_jsonl_keeps_the_published_verdict_label(
     client.force_login(cast.researcher)
     response = client.get(reverse("leaderboard:study_export", args=["mt-bench", "calls", "jsonl"]))
     assert response.status_code == 200
-    records = [json.loads(line) for line in response.content.decode().splitlines()]
+    records = [json.loads(line) for line in response.getvalue().decode().splitlines()]
     assert sorted(r["verdict_label"] for r in records) == ["model_b", "tie (inconsistent)"]
     assert {r["judge"] for r in records} == {"gpt-4 pair, imported"}
     assert all(r["likert"] is None for r in records)
@@ -64,7 +64,7 @@ def test_pairs_export_as_parquet_reads_back_with_pyarrow(
     response = client.get(
         reverse("leaderboard:study_export", args=["mt-bench", "pairs", "parquet"])
     )
-    table = pq.read_table(io.BytesIO(response.content)).to_pandas()
+    table = pq.read_table(io.BytesIO(response.getvalue())).to_pandas()
     assert len(table) == 3
     assert set(table["source"]) == {"imported"}
     assert table["is_gold"].tolist() == [False, False, False]

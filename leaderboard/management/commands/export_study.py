@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Study
 from leaderboard.selectors import EXPORT_TABLES
-from leaderboard.services.exports import EXPORT_FORMATS, study_export
+from leaderboard.services.exports import EXPORT_FORMATS, study_export_write
 
 
 class Command(BaseCommand):
@@ -26,6 +26,9 @@ class Command(BaseCommand):
             study = Study.objects.get(slug=options["study"])
         except Study.DoesNotExist as exc:
             raise CommandError(f"--study {options['study']!r}: no such study") from exc
-        data = study_export(study=study, table=options["table"], fmt=options["format"])
-        options["output"].write_bytes(data)
-        self.stderr.write(f"Wrote {options['output']} ({len(data)} bytes).")
+        output: Path = options["output"]
+        with output.open("wb") as out:
+            rows = study_export_write(
+                study=study, table=options["table"], fmt=options["format"], out=out
+            )
+        self.stderr.write(f"Wrote {output} ({rows} rows, {output.stat().st_size} bytes).")

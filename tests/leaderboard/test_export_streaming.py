@@ -1,0 +1,138 @@
+"""Streamed exports: exact money, whole numbers that stay whole, formulas neutralised in CSV only,
+and bytes handed on in chunks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotation.models import HumanJudgment, Study
+from judges.models import JudgeCall
+from leaderboard.services import exports
+from leaderboard.services.exports import study_export, study_export_stream
+from tests.conftest import Cast
+
+HOSTILE = ['=HYPERLINK("http://x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
+
+
+@pytest.fixture
+def priced(export_study: Study) -> list[JudgeCall]:
+    """The two imported calls: one free (cost 0, stored as 0E-8), one with a price, a latency
+    and a Likert score shown."""
+    free, paid = JudgeCall.objects.filter(run__study=export_study).order_by("pk")
+    JudgeCall.objects.filter(pk=paid.pk).update(
+        cost_usd=Decimal("0.00012345"), latency_ms=54, likert_shown=2, likert=2, tokens_in=7
+    )
+    return [free, paid]
+
+
+def download(client: Client, table: str, fmt: str) -> bytes:
+    response = client.get(reverse("leaderboard:study_export", args=["mt-bench", table, fmt]))
+    assert response.status_code == 200, response
+    return response.getvalue()
+
+
+def test_calls_parquet_downloads_with_money_as_exact_decimals(
+    priced: list[JudgeCall], client: Client, cast: Cast
+) -> None:
+    client.force_login(cast.researcher)
+    table = pq.read_table(io.BytesIO(download(client, "calls", "parquet")))
+    assert table.schema.field("cost_usd").type == pa.decimal128(12, 8)
+    assert table.column("cost_usd").to_pylist() == [Decimal("0E-8"), Decimal("0.00012345")]
+    assert table.schema.field("latency_ms").type == pa.int64()
+    assert table.column("latency_ms").to_pylist() == [None, 54]
+
+
+def test_csv_writes_nullable_whole_numbers_as_whole_numbers(
+    priced: list[JudgeCall], client: Client, cast: Cast
+) -> None:
+    client.force_login(cast.researcher)
+    rows = list(csv.DictReader(io.StringIO(download(client, "calls", "csv").decode())))
+    free, paid = rows
+    assert (paid["likert_shown"], paid["latency_ms"], paid["tokens_in"]) == ("2", "54", "7")
+    assert (free["likert_shown"], free["latency_ms"]) == ("", "")
+    assert (free["cost_usd"], paid["cost_usd"]) == ("0.00000000", "0.00012345")
+    judgments = download(client, "judgments", "csv").decode()
+    assert ".0," not in judgments
+
+
+def test_jsonl_writes_money_as_an_exact_number_and_missing_values_as_null(
+    priced: list[JudgeCall], client: Client, cast: Cast
+) -> None:
+    client.force_login(cast.researcher)
+    lines = download(client, "calls", "jsonl").decode().splitlines()
+    free, paid = (json.loads(line, parse_float=Decimal) for line in lines)
+    assert (free["cost_usd"], paid["cost_usd"]) == (Decimal("0E-8"), Decimal("0.00012345"))
+    assert (free["latency_ms"], paid["latency_ms"], paid["likert_shown"]) == (None, 54, 2)
+    assert paid["refusal"] is False
+
+
+def test_formulas_are_neutralised_in_csv_and_kept_raw_in_jsonl_and_parquet(
+    export_study: Study,
+) -> None:
+    judgments = list(HumanJudgment.objects.filter(study=export_study).order_by("pk"))
+    for judgment, text in zip(judgments, HOSTILE, strict=False):
+        HumanJudgment.objects.filter(pk=judgment.pk).update(comment=text, reason=text)
+    written = HOSTILE[: len(judgments)]
+
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                study_export(study=export_study, table="judgments", fmt="csv").decode(), newline=""
+            )
+        )
+    )
+    assert [r["comment"] for r in rows] == ["'" + text for text in written]
+    assert [r["reason"] for r in rows] == ["'" + text for text in written]
+    assert rows[0]["values"] == "[]"  # the JSON of the cited values, starting with no formula
+
+    lines = study_export(study=export_study, table="judgments", fmt="jsonl").decode().splitlines()
+    assert [json.loads(line)["comment"] for line in lines] == written
+    parquet = pq.read_table(
+        io.BytesIO(study_export(study=export_study, table="judgments", fmt="parquet"))
+    )
+    assert parquet.column("comment").to_pylist() == written
+
+
+def test_an_export_is_handed_on_in_chunks_of_whole_rows(
+    priced: list[JudgeCall], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = study_export(study=priced[0].run.study, table="calls", fmt="csv")
+    monkeypatch.setattr(exports, "STREAM_CHUNK_BYTES", 1)
+    stream = study_export_stream(study=priced[0].run.study, table="calls", fmt="csv")
+    chunks = list(stream)
+    # The header, then one chunk per row: no chunk waits for the whole table.
+    assert len(chunks) == 1 + len(priced) and stream.rows == len(priced)
+    assert b"".join(chunks) == whole
+    assert all(chunk.endswith(b"\n") for chunk in chunks)
+
+
+def test_an_unknown_table_or_format_is_refused_by_name(export_study: Study) -> None:
+    with pytest.raises(ValueError, match="'secrets'"):
+        study_export_stream(study=export_study, table="secrets", fmt="csv")
+    with pytest.raises(ValueError, match="'xlsx'"):
+        study_export_stream(study=export_study, table="calls", fmt="xlsx")
+
+
+def test_jsonl_round_trips_every_character_and_writes_a_non_number_as_null(
+    priced: list[JudgeCall],
+) -> None:
+    nasty = 'say "hi" \\ back\nslash\ttab\r\x01\x1f ünï 中文 \u2028 🙂'
+    free, paid = priced
+    JudgeCall.objects.filter(pk=free.pk).update(raw_output=nasty, score_a=0.1, score_b=float("nan"))
+    study = free.run.study
+    # Lines end at "\n" only (str.splitlines would also split at U+2028).
+    lines = study_export(study=study, table="calls", fmt="jsonl").decode().split("\n")[:-1]
+    assert len(lines) == 2
+    first = json.loads(lines[0])
+    assert first["raw_output"] == nasty
+    assert (first["score_a"], first["score_b"]) == (0.1, None)
+    assert first["judge"] == "gpt-4 pair, imported"
