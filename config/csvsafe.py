@@ -40,6 +40,17 @@ def csv_cell(value: Any) -> Any:
     return "'" + value
 
 
+def csv_cell_sql(text: str) -> str:
+    """The SQL (PostgreSQL) of `csv_cell` for a text expression, for CSV that the database
+    writes itself (the raw-row exports): the same starts, the same plain-number exception."""
+    starts = ", ".join(f"chr({ord(start)})" for start in FORMULA_STARTS)
+    number = _PLAIN_NUMBER.pattern.replace("\\d", "[0-9]")
+    return (
+        f"CASE WHEN left({text}, 1) IN ({starts}) AND {text} !~ '{number}' "
+        f"THEN chr(39) || {text} ELSE {text} END"
+    )
+
+
 def csv_row(row: Iterable[Any]) -> list[Any]:
     """Return a row with every cell passed through `csv_cell`."""
     return [csv_cell(value) for value in row]

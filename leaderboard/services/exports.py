@@ -34,6 +34,7 @@ from django.db import connection, models
 from django.db.models import QuerySet
 
 from annotation.models import Study
+from config.csvsafe import csv_cell_sql
 from leaderboard.selectors import EXPORT_TABLES, study_export_queryset
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
@@ -126,19 +127,8 @@ def _cell_sql(column: Column, alias: str, *, neutralise: bool) -> str:
         return f"(to_json({alias}) #>> '{{}}')"
     if column.kind in ("json", "text"):
         text = f"{alias}::text"
-        return _neutralise_sql(text) if neutralise else text
+        return csv_cell_sql(text) if neutralise else text
     return alias
-
-
-# A spreadsheet runs a cell that starts with one of these as a formula.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _neutralise_sql(text: str) -> str:
-    """SQL that prefixes a text starting like a formula with an apostrophe, so that a
-    spreadsheet shows it as text."""
-    starts = ", ".join(f"chr({ord(s)})" for s in FORMULA_STARTS)
-    return f"CASE WHEN left({text}, 1) IN ({starts}) THEN chr(39) || {text} ELSE {text} END"
 
 
 def _copy_sql(

@@ -11,10 +11,12 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
 from annotation.models import HumanJudgment, Study
+from config.csvsafe import csv_cell, csv_cell_sql
 from judges.models import JudgeCall
 from leaderboard.services import exports
 from leaderboard.services.exports import study_export, study_export_stream
@@ -136,3 +138,12 @@ def test_jsonl_round_trips_every_character_and_writes_a_non_number_as_null(
     assert first["raw_output"] == nasty
     assert (first["score_a"], first["score_b"]) == (0.1, None)
     assert first["judge"] == "gpt-4 pair, imported"
+
+
+@pytest.mark.django_db
+def test_the_databases_neutraliser_agrees_with_csvsafe_cell_by_cell() -> None:
+    cells = [*HOSTILE, "-1.5", "+3", "-.5", "1e5", "-1e-3", "- 1", "-1.5x", "plain", "", "'=x", "@"]
+    with connection.cursor() as cursor:
+        for cell in cells:
+            cursor.execute(f"SELECT {csv_cell_sql('%s')}", [cell] * 4)
+            assert cursor.fetchone()[0] == csv_cell(cell), repr(cell)
