@@ -356,10 +356,87 @@ class Answer(models.Model):
         return not self.leak_flagged or self.leak_cleared_at is not None
 
 
+class ContrastSet(models.Model):
+    """A study's Contrast Instructions for one seed: pairs of prompts with similar questions.
+
+    Built by a judges service (which owns the sentence encoder) and stored here so that every
+    judge and every person is measured on the same set. `best` says how each prompt's best answer
+    was chosen; `system` is set exactly when it is a named system's answer.
+    """
+
+    class Best(models.TextChoices):
+        FIRST_RANKED = "first_ranked", "The first-ranked answer"
+        MAJORITY = "majority", "The people's majority winner"
+        SYSTEM = "system", "A named system's answer"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="contrast_sets")
+    seed = models.IntegerField(default=0)
+    low = models.FloatField(help_text="Lowest cosine of the two questions.")
+    high = models.FloatField(help_text="Highest cosine of the two questions.")
+    best = models.CharField(max_length=12, choices=Best.choices)
+    system = models.ForeignKey(
+        System, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    backbone = models.CharField(max_length=300, help_text="The sentence encoder of the questions.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["study_id", "seed"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "seed"], name="contrast_set_unique_seed"),
+            models.CheckConstraint(
+                condition=Q(low__gte=-1, high__lte=1, low__lte=F("high")),
+                name="contrast_set_window",
+            ),
+            models.CheckConstraint(
+                condition=Q(best="system", system__isnull=False)
+                | (~Q(best="system") & Q(system__isnull=True)),
+                name="contrast_set_system_iff_named",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"contrast set {self.study.slug} seed {self.seed}"
+
+
+class ContrastPair(models.Model):
+    """Two prompts of a contrast set (prompt_a.id < prompt_b.id) with their best answers.
+
+    `answer_a` belongs to `prompt_a` and `answer_b` to `prompt_b` (the storing service checks it);
+    each prompt is in at most one pair of a set.
+    """
+
+    contrast_set = models.ForeignKey(ContrastSet, on_delete=models.CASCADE, related_name="pairs")
+    prompt_a = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="+")
+    prompt_b = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="+")
+    answer_a = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="+")
+    answer_b = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="+")
+    similarity = models.FloatField(help_text="Cosine of the two questions' embeddings.")
+
+    class Meta:
+        ordering = ["contrast_set_id", "prompt_a_id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(prompt_a__lt=F("prompt_b")), name="contrast_pair_canonical_order"
+            ),
+            models.UniqueConstraint(
+                fields=["contrast_set", "prompt_a"], name="contrast_pair_prompt_a_once"
+            ),
+            models.UniqueConstraint(
+                fields=["contrast_set", "prompt_b"], name="contrast_pair_prompt_b_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"contrast pair {self.pk} (prompts {self.prompt_a_id}, {self.prompt_b_id})"
+
+
 class Pair(models.Model):
     """Two answers to the same prompt in canonical order (answer_a.id < answer_b.id), one turn.
 
-    A pair at a turn is the agreement unit: (prompt, unordered pair of answers, turn).
+    A pair at a turn is the agreement unit: (prompt, unordered pair of answers, turn). A contrast
+    item (source "contrast", `contrast` set) is the one exception: it shows one prompt of a
+    contrast pair with both prompts' best answers, at turn 1, and is never gold.
     """
 
     class Source(models.TextChoices):
@@ -368,6 +445,7 @@ class Pair(models.Model):
         SAMPLE = "sample", "Sampled"
         GOLD = "gold", "Gold from a ranking"
         IMPORTED = "imported", "Imported"
+        CONTRAST = "contrast", "Contrast instructions"
 
     class GoldKind(models.TextChoices):
         NONE = "", "Not gold"
@@ -390,6 +468,11 @@ class Pair(models.Model):
         db_default="",
         help_text="The side a rationale-only form shows as better, when not from gold or ranks.",
     )
+    # Set on contrast items only: the prompt shown is one of the contrast pair's, the answers are
+    # the pair's two best answers (one of them to another prompt).
+    contrast = models.ForeignKey(
+        ContrastPair, null=True, blank=True, on_delete=models.CASCADE, related_name="items"
+    )
     # A random key fixed at creation: the claim walks pairs in this order from a random start, so
     # "random among equals" never sorts the whole pool.
     shuffle_key = models.FloatField(default=shuffle_key_new, editable=False)
@@ -398,8 +481,17 @@ class Pair(models.Model):
     class Meta:
         ordering = ["study_id", "prompt_id", "turn", "answer_a_id", "answer_b_id"]
         constraints = [
+            # The prompt is part of the key because a contrast item shows the same two answers
+            # under each of the pair's two prompts; for every other pair the answers belong to
+            # the prompt, so this is as strict as (answer_a, answer_b, turn).
             models.UniqueConstraint(
-                fields=["answer_a", "answer_b", "turn"], name="pair_unique_answers_turn"
+                fields=["prompt", "answer_a", "answer_b", "turn"],
+                name="pair_unique_prompt_answers_turn",
+            ),
+            models.CheckConstraint(
+                condition=Q(source="contrast", contrast__isnull=False, is_gold=False, turn=1)
+                | (~Q(source="contrast") & Q(contrast__isnull=True)),
+                name="pair_contrast_item_has_pair",
             ),
             models.CheckConstraint(
                 condition=Q(answer_a__lt=F("answer_b")), name="pair_canonical_order"

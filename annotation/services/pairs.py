@@ -1,4 +1,5 @@
-"""Generate the pairs a study rates: all system pairs, pairs against a baseline, a sample, gold.
+"""Generate the pairs a study rates: all system pairs, pairs against a baseline, a sample, gold,
+and contrast items from a stored contrast set.
 
 Every generator is idempotent: it computes the pairs it wants, skips those already stored and
 creates the rest, and says how many of each it found. Pairs are stored in canonical order
@@ -22,17 +23,18 @@ from typing import Literal
 
 from django.db import transaction
 
-from annotation.models import Answer, Pair, Prompt, Study, System
+from annotation.models import Answer, ContrastSet, Pair, Prompt, Study, System
 
-Strategy = Literal["all", "baseline", "sample"]
+Strategy = Literal["all", "baseline", "sample", "contrast"]
 GoldKind = Literal["first_vs_last", "first_vs_second"]
 TurnsSpec = Literal["all", "last"] | Sequence[int]
-STRATEGIES: tuple[Strategy, ...] = ("all", "baseline", "sample")
+STRATEGIES: tuple[Strategy, ...] = ("all", "baseline", "sample", "contrast")
 GOLD_KINDS: tuple[GoldKind, ...] = ("first_vs_last", "first_vs_second")
 _SOURCES: dict[Strategy, Pair.Source] = {
     "all": Pair.Source.ALL_PAIRS,
     "baseline": Pair.Source.BASELINE,
     "sample": Pair.Source.SAMPLE,
+    "contrast": Pair.Source.CONTRAST,
 }
 
 AnswerKey = tuple[int, int]
@@ -128,9 +130,12 @@ def _answers_by_prompt(study: Study) -> tuple[list[Prompt], dict[int, list[Answe
 
 
 def _existing_pairs(study: Study) -> dict[tuple[int, int, int], Pair]:
+    """The study's pairs of answers to one prompt by (answer_a, answer_b, turn); contrast items,
+    whose answers belong to two prompts, are left out (no other pair can share their answers)."""
     # order_by() drops Pair's Meta.ordering, which would join half the schema for nothing.
     pairs = (
         Pair.objects.filter(study=study)
+        .exclude(source=Pair.Source.CONTRAST)
         .order_by()
         .only("pk", "answer_a_id", "answer_b_id", "turn", "is_gold", "prompt_id")
     )
@@ -168,6 +173,8 @@ def pairs_generate(
       Answer pairs the prompt already has at the selected turns count towards its k (gold or
       not), so re-running with the same or another seed never grows a prompt beyond k.
 
+    - "contrast": the items of the study's contrast set for `seed` (see `contrast_items_create`).
+
     Answers flagged for an identity leak and not cleared are left out and counted. Each chosen
     answer pair gets one pair per turn in `turns` ("all": 1..N, "last": N, or a list).
     Locks the study row for the transaction.
@@ -176,6 +183,8 @@ def pairs_generate(
         raise PairsGenerationError(
             f"Unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}."
         )
+    if strategy == "contrast":
+        return contrast_items_create(study=study, seed=seed)
     turns = _turns_validate(turns)
     if strategy == "baseline":
         if baseline_system is None:
@@ -255,6 +264,20 @@ def _rank_order(answers: Sequence[Answer]) -> tuple[list[Answer], bool]:
     return sorted(voted, key=lambda answer: (-(answer.upvotes or 0), answer.pk)), False
 
 
+def first_ranked_answer(*, answers: Sequence[Answer]) -> Answer | None:
+    """Return the prompt's first-ranked answer (rank 1 = best, else the most upvotes), or None
+    when no answer carries a rank or upvotes, or when two share the top place."""
+    order, by_rank = _rank_order(answers)
+    if not order:
+        return None
+    if len(order) >= 2:
+        top, second = order[0], order[1]
+        tied = top.rank == second.rank if by_rank else top.upvotes == second.upvotes
+        if tied:
+            return None
+    return order[0]
+
+
 def gold_pair_choose(*, answers: Sequence[Answer], kind: GoldKind) -> tuple[Answer, Answer] | None:
     """Return (better, worse) answers for a gold pair of `kind`, or None when the ranking does not
     say which is better (fewer than two ranked answers, or the two compared are tied)."""
@@ -311,7 +334,9 @@ def gold_pairs_generate(
     prompts, answers_by_prompt = _answers_by_prompt(study)
     existing = _existing_pairs(study)
     gold = sum(1 for pair in existing.values() if pair.is_gold)
-    regular = len(existing) - gold
+    # Contrast items are shown like any regular pair, so they count towards the gold share too.
+    contrast_items = Pair.objects.filter(study=study, source=Pair.Source.CONTRAST).count()
+    regular = len(existing) - gold + contrast_items
 
     candidates: list[tuple[Prompt, Answer, Answer, int]] = []
     already_present = 0
@@ -366,4 +391,55 @@ def gold_pairs_generate(
         already_present=already_present,
         skipped_answers=skipped_answers,
         marked_gold=len(to_mark),
+    )
+
+
+@transaction.atomic
+def contrast_items_create(*, study: Study, seed: int = 0) -> PairsResult:
+    """Create the items of the study's contrast set for `seed`: two per contrast pair.
+
+    A contrast pair (I_A, r_A; I_B, r_B) gives the item "I_A with r_A and r_B" and the item
+    "I_B with r_A and r_B", each at turn 1 with the two answers in canonical order like every
+    pair, so the shown order is counterbalanced by the claim as for any item and nothing tells a
+    worker it is a contrast item. Items already there are counted, not duplicated; a pair whose
+    answer has since been flagged for an identity leak gets no items and is counted. Locks the
+    study row for the transaction.
+    """
+    _study_lock(study)
+    contrast_set = ContrastSet.objects.filter(study=study, seed=seed).first()
+    if contrast_set is None:
+        raise PairsGenerationError(
+            f"Study {study.slug} has no contrast set for seed {seed}; build one first with "
+            f"`manage.py build_contrast_set --study {study.slug} --seed {seed}`."
+        )
+    existing = set(
+        Pair.objects.filter(study=study, source=Pair.Source.CONTRAST)
+        .order_by()
+        .values_list("prompt_id", "answer_a_id", "answer_b_id")
+    )
+    to_create: list[Pair] = []
+    already_present = skipped = 0
+    for contrast in contrast_set.pairs.select_related("answer_a", "answer_b").order_by("pk"):
+        if not (contrast.answer_a.usable_in_pairs and contrast.answer_b.usable_in_pairs):
+            skipped += 1
+            continue
+        answer_a_id, answer_b_id = canonical_key(contrast.answer_a_id, contrast.answer_b_id)
+        for prompt_id in (contrast.prompt_a_id, contrast.prompt_b_id):
+            if (prompt_id, answer_a_id, answer_b_id) in existing:
+                already_present += 1
+                continue
+            to_create.append(
+                Pair(
+                    study=study,
+                    prompt_id=prompt_id,
+                    answer_a_id=answer_a_id,
+                    answer_b_id=answer_b_id,
+                    turn=1,
+                    source=Pair.Source.CONTRAST,
+                    contrast=contrast,
+                )
+            )
+    Pair.objects.bulk_create(to_create, batch_size=1000)
+    return PairsResult(
+        created=len(to_create), already_present=already_present, skipped_answers=skipped
     )

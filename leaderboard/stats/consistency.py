@@ -59,14 +59,16 @@ def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
 class ContrastSelection:
     """The contrast pairs chosen from n items, and why others were not.
 
-    pairs: (i, j) item indices with i < j, each item in at most one pair;
-    candidates: item pairs whose cosine lies in the window (the pairs are drawn from these);
+    pairs: (i, j) item indices with i < j, each item in at most one pair; similarities: the
+    cosine of each pair, in the same order; candidates: item pairs whose cosine lies in the
+    window (the pairs are drawn from these);
     above / below: item pairs more similar than the window's top (near duplicates) or less
     similar than its bottom; max_similarity: the largest cosine between two different items
     (None for fewer than two items).
     """
 
     pairs: tuple[tuple[int, int], ...]
+    similarities: tuple[float, ...]
     n_items: int
     low: float
     high: float
@@ -120,7 +122,7 @@ def contrast_pairs_select(
     unit = unit_rows(embeddings)
     n = unit.shape[0]
     if n < 2:
-        return ContrastSelection((), n, low, high, seed, 0, 0, 0, None)
+        return ContrastSelection((), (), n, low, high, seed, 0, 0, 0, None)
     cos = np.clip(unit @ unit.T, -1.0, 1.0)
     upper = np.triu_indices(n, k=1)
     values = cos[upper]
@@ -139,8 +141,10 @@ def contrast_pairs_select(
         j = int(options[np.argmax(cos[i, options])])
         paired[i] = paired[j] = True
         pairs.append((min(i, j), max(i, j)))
+    pairs.sort()
     return ContrastSelection(
-        pairs=tuple(sorted(pairs)),
+        pairs=tuple(pairs),
+        similarities=tuple(float(cos[i, j]) for i, j in pairs),
         n_items=n,
         low=low,
         high=high,

@@ -69,6 +69,7 @@ def test_the_selection_counts_candidates_near_duplicates_and_unrelated_pairs() -
 def test_the_window_ends_are_configurable_and_included() -> None:
     narrow = contrast_pairs_select(EMBEDDINGS, low=0.81, high=0.9)
     assert narrow.pairs == ((2, 3),)
+    assert narrow.similarities == (pytest.approx(0.85),)
     # 0.8 is the window's lower end and is included.
     assert (0, 1) in contrast_pairs_select(EMBEDDINGS, low=0.8, high=0.9).pairs
     wide = contrast_pairs_select(EMBEDDINGS, low=0.9, high=1.0, seed=3)
