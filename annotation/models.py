@@ -86,6 +86,12 @@ class Study(models.Model):
     form_acceptability = models.BooleanField("accept / reject / unsure", default=False)
     form_axes = models.BooleanField("relevance, usefulness, factuality", default=False)
     form_comment = models.BooleanField("optional comment", default=True)
+    values_required = models.BooleanField(
+        "at least one of the seven values",
+        default=True,
+        help_text="On: a worker who prefers one answer must tick at least one value (the form "
+        "says so). Off: the values are optional (the form says to pick all that apply, or none).",
+    )
 
     overlap = models.PositiveSmallIntegerField(
         default=3, help_text="Distinct workers who judge each pair."
@@ -101,6 +107,17 @@ class Study(models.Model):
     )
     time_limit_seconds = models.PositiveIntegerField(
         default=600, help_text="How long a reserved pair stays with one worker."
+    )
+    expected_seconds_per_judgment = models.PositiveIntegerField(
+        default=60,
+        help_text="How long one judgment takes, by your own trial: the launch checklist checks "
+        "the hourly floor and the minutes to give Prolific against it.",
+    )
+    previewed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When a researcher last previewed the forms; cleared when the forms change.",
     )
     gold_share = models.DecimalField(
         max_digits=4,
@@ -204,6 +221,10 @@ class Study(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(time_limit_seconds__gte=1), name="study_time_limit_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(expected_seconds_per_judgment__gte=1),
+                name="study_expected_seconds_positive",
             ),
             models.CheckConstraint(
                 condition=Q(gold_block_accuracy__gte=0)

@@ -19,6 +19,8 @@ class Role(StrEnum):
 # assignments only through the annotation flow.
 RESEARCHER_PERMISSIONS: tuple[str, ...] = (
     "annotation.view_study",
+    "annotation.add_study",
+    "annotation.change_study",
     "annotation.import_study",
     "annotation.export_study",
     "annotation.view_prompt",
@@ -31,6 +33,8 @@ RESEARCHER_PERMISSIONS: tuple[str, ...] = (
     "annotation.view_assignment",
     "annotation.view_humanjudgment",
     "judges.view_judge",
+    "judges.add_judge",
+    "judges.change_judge",
     "judges.view_judgerun",
     "judges.add_judgerun",
     "judges.change_judgerun",

@@ -2,13 +2,25 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import importing, pairs, quality, studies
+from annotation.views import importing, launch, members, pairs, quality, setup, studies
 
 app_name = "annotation"
 
 urlpatterns = [
     path("", studies.StudyListView.as_view(), name="study_list"),
+    path("new/", setup.StudyCreateView.as_view(), name="study_create"),
     path("<slug:slug>/", studies.StudyDetailView.as_view(), name="study_detail"),
+    path("<slug:slug>/settings/", setup.StudySettingsView.as_view(), name="study_settings"),
+    path("<slug:slug>/status/", setup.StudyStatusView.as_view(), name="study_status"),
+    path("<slug:slug>/checklist/", launch.StudyChecklistView.as_view(), name="study_checklist"),
+    path("<slug:slug>/launch/", launch.StudyLaunchView.as_view(), name="study_launch"),
+    path("<slug:slug>/preview/", launch.StudyPreviewView.as_view(), name="study_preview"),
+    path("<slug:slug>/members/", members.StudyMembersView.as_view(), name="study_members"),
+    path(
+        "<slug:slug>/members/<int:user_id>/remove/",
+        members.StudyMemberRemoveView.as_view(),
+        name="study_member_remove",
+    ),
     path("<slug:slug>/pairs/", pairs.StudyPairsView.as_view(), name="study_pairs"),
     path("<slug:slug>/import/", importing.StudyImportView.as_view(), name="study_import"),
     path("<slug:slug>/flagged/", importing.FlaggedAnswerListView.as_view(), name="flagged_answers"),

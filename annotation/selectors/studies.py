@@ -62,3 +62,32 @@ def study_list_with_counts(*, user: User | AnonymousUser) -> QuerySet[Study]:
         judgment_count=_count_per_study(HumanJudgment.objects.all(), "study"),
         flagged_count=_count_per_study(flagged, "prompt__study"),
     )
+
+
+def user_may_configure_study(*, user: User | AnonymousUser, study: Study) -> bool:
+    """True for admins and for members of the study who hold `annotation.change_study`."""
+    if not user.is_authenticated:
+        return False
+    if user_has_role(user, Role.ADMIN):
+        return True
+    return (
+        user.has_perm("annotation.change_study")
+        and study_list_for_user(user=user).filter(pk=study.pk).exists()
+    )
+
+
+def study_member_list(*, study: Study) -> list[tuple[User, str]]:
+    """The study's members with the role each holds ("Admin" or "Researcher"), by username."""
+    users = (
+        User.objects.filter(study_memberships__study=study)
+        .prefetch_related("groups")
+        .order_by("username")
+    )
+    members = []
+    for user in users:
+        groups = {group.name for group in user.groups.all()}
+        role = "Admin" if user.is_superuser or Role.ADMIN in groups else "Researcher"
+        if role == "Researcher" and Role.RESEARCHER not in groups:
+            role = "No role (cannot open the study)"
+        members.append((user, role))
+    return members

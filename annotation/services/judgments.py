@@ -229,7 +229,12 @@ def _validated_fields(
     asks_values = study.form_rationale_only or study.form_values
     if not asks_values and (value_list or reason.strip()):
         raise JudgmentInvalid("This study does not ask why.", field="values")
-    if asks_values and preference in (Preference.A, Preference.B) and not value_list:
+    if (
+        asks_values
+        and study.values_required
+        and preference in (Preference.A, Preference.B)
+        and not value_list
+    ):
         raise JudgmentInvalid(
             "Pick at least one reason why the better answer is better.", field="values"
         )
@@ -282,6 +287,38 @@ def _validated_fields(
         "axes": axes,
         "comment": comment.strip(),
     }
+
+
+def judgment_preview_check(
+    *,
+    assignment: Assignment,
+    likert_shown: int | None = None,
+    values: Sequence[str] = (),
+    reason: str = "",
+    acceptability_left: str = "",
+    acceptability_right: str = "",
+    axes_left: Mapping[str, str] | None = None,
+    axes_right: Mapping[str, str] | None = None,
+    comment: str = "",
+    submission_id: UUID | None = None,
+) -> dict[str, object]:
+    """Check a preview's answer by the same rules as a real one; write nothing.
+
+    `assignment` is an unsaved one built for the researcher's preview: it never reaches the
+    database, so no slot is held, nothing is counted and no pay is owed. Raises JudgmentInvalid.
+    """
+    return _validated_fields(
+        study=assignment.study,
+        assignment=assignment,
+        likert_shown=likert_shown,
+        values=values,
+        reason=reason,
+        acceptability_left=acceptability_left,
+        acceptability_right=acceptability_right,
+        axes_left=axes_left,
+        axes_right=axes_right,
+        comment=comment,
+    )
 
 
 def _shown_to_canonical(a_left: bool, left: T, right: T) -> tuple[T, T]:

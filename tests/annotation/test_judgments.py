@@ -140,6 +140,14 @@ class TestSevenValues:
             submit(claim(cast.worker_one), likert_shown=2)
         assert error.value.field == "values"
 
+    def test_a_study_can_make_the_values_optional_and_a_preference_then_needs_none(
+        self, cast: Cast, study: Study
+    ) -> None:
+        study.values_required = False
+        study.save()
+        judgment = submit(claim(cast.worker_one), likert_shown=2)
+        assert judgment.preference in ("A", "B") and judgment.values == []
+
     def test_values_and_reason_are_stored_about_the_winner(self, cast: Cast) -> None:
         judgment = submit(
             claim(cast.worker_one),

@@ -50,11 +50,14 @@ def test_only_admins_reach_the_django_admin(cast: Cast, role: str) -> None:
     assert response.status_code == (200 if role == "admin" else 302)
 
 
-def test_researcher_role_holds_import_and_export_but_not_study_changes(cast: Cast) -> None:
+def test_researcher_role_creates_and_configures_studies_but_deletes_nothing(cast: Cast) -> None:
+    # Configuring is checked against membership on each page (tests/annotation/test_study_setup).
     researcher = User.objects.get(pk=cast.researcher.pk)
     assert researcher.has_perm("annotation.import_study")
     assert researcher.has_perm("annotation.export_study")
-    assert not researcher.has_perm("annotation.change_study")
+    assert researcher.has_perm("annotation.add_study")
+    assert researcher.has_perm("annotation.change_study")
+    assert not researcher.has_perm("annotation.delete_study")
     assert not researcher.has_perm("annotation.delete_pair")
     worker_user = User.objects.get(worker_profiles=cast.worker_one)
     assert not worker_user.has_perm("annotation.view_study")

@@ -366,3 +366,25 @@ def test_opening_an_item_whose_time_ran_out_moves_on_to_a_new_one(
     assert fresh.pk != stale.pk and response.redirect_chain[-1][0].endswith(
         f"/item/{fresh.public_id}/"
     )
+
+
+@pytest.mark.parametrize(
+    ("required", "wording", "accepted"),
+    [(True, "pick at least one", False), (False, "pick all that apply, or none", True)],
+)
+def test_the_seven_value_form_says_the_rule_it_enforces(
+    client: Client, study: Study, required: bool, wording: str, accepted: bool
+) -> None:
+    study.form_values = True
+    study.values_required = required
+    study.save()
+    enter_and_consent(client, study, "PID1")
+    assignment = open_item(client, study)
+    page = client.get(f"/work/{study.slug}/item/{assignment.public_id}/").content.decode()
+    assert f'<span class="note" id="values-rule">({wording}' in page
+    response = client.post(
+        f"/work/{study.slug}/item/{assignment.public_id}/",
+        {"submission_id": str(uuid.uuid4()), "likert": "2"},
+    )
+    assert HumanJudgment.objects.filter(assignment=assignment).exists() is accepted
+    assert response.status_code == (302 if accepted else 400)
