@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from annotation.models import Answer, Pair, Preference, Study
 
@@ -75,6 +75,11 @@ class Judge(models.Model):
     tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
     order_policy = models.CharField(
         max_length=10, choices=OrderPolicy.choices, default=OrderPolicy.BOTH
+    )
+    order_invariant = models.BooleanField(
+        default=False,
+        help_text="True when the verdict cannot depend on the order shown (a reward model scores "
+        "each answer alone), so there is no position bias to measure.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -221,3 +226,64 @@ class AnswerScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.answer} = {self.score:.3f}"
+
+
+class PLTraining(models.Model):
+    """One training of a Plackett-Luce reward model on a study's ranked lists or human labels.
+
+    `params` holds every setting (recipe, K, data sources, tie rule, backbone, epochs, ...); the
+    worker writes `epoch`, `curve` and `heartbeat_at` as it trains. The judge exists only once
+    the training is done: the artifact folder is complete before the judge row and the done
+    status are written in one transaction, so a killed worker never leaves a half-registered
+    model (the constraint below says done if and only if a judge is set).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        CANCELLED = "cancelled", "Cancelled"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pl_trainings")
+    name = models.CharField(max_length=100, help_text="The name the trained judge will have.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    params = models.JSONField(default=dict)
+    seed = models.BigIntegerField(default=0)
+    epochs = models.PositiveIntegerField(default=0)
+    epoch = models.PositiveIntegerField(default=0)
+    curve = models.JSONField(default=list, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    data_summary = models.JSONField(default=dict, blank=True)
+    data_hash = models.CharField(max_length=64, blank=True)
+    artifact = models.CharField(max_length=200, blank=True, help_text="Folder under artifacts.")
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    judge = models.OneToOneField(
+        Judge, null=True, blank=True, on_delete=models.PROTECT, related_name="pl_training"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status="done", judge__isnull=False)
+                | (~Q(status="done") & Q(judge__isnull=True)),
+                name="pltraining_done_iff_judge",
+            ),
+            models.CheckConstraint(condition=Q(epoch__lte=F("epochs")), name="pltraining_epoch_le"),
+        ]
+
+    def __str__(self) -> str:
+        return f"PL training {self.pk} ({self.name})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in (self.Status.CANCELLED, self.Status.DONE, self.Status.FAILED)

@@ -2,7 +2,8 @@
 
 Every task has a stable explicit name, takes ids only, acknowledges late and is rejected (so
 redelivered) when its worker dies. Results are not stored: the call rows are the record. They
-are routed to the llm_judge queue by CELERY_TASK_ROUTES in the settings.
+are routed by CELERY_TASK_ROUTES in the settings: LLM calls to the llm_judge queue, PL training
+and scoring to the reward_model queue.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from typing import Any
 
 from celery import shared_task
 
+from judges.reward.scoring import pl_run_execute
+from judges.reward.services import pl_training_execute
+from judges.reward.services import pl_trainings_reconcile as trainings_reconcile
 from judges.services.calls import judge_call_execute
 from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
 
@@ -42,3 +46,21 @@ def run_fan_out(run_id: int, after_call_id: int) -> None:
 def calls_reconcile() -> int:
     """Queue again calls stuck past their lease (run by Celery beat)."""
     return judge_calls_reconcile()
+
+
+@shared_task(name="judges.pl_train", **TASK_OPTIONS)
+def pl_train(training_id: int) -> str:
+    """Train one PL model (reward_model queue)."""
+    return pl_training_execute(training_id=training_id)
+
+
+@shared_task(name="judges.pl_score_run", **TASK_OPTIONS)
+def pl_score_run(run_id: int) -> str:
+    """Score a PL judge's run: each answer once, then one call per pair (reward_model queue)."""
+    return pl_run_execute(run_id=run_id)
+
+
+@shared_task(name="judges.pl_trainings_reconcile", **TASK_OPTIONS)
+def pl_trainings_reconcile() -> int:
+    """Mark failed the trainings whose worker stopped (run by Celery beat)."""
+    return trainings_reconcile()

@@ -107,6 +107,11 @@ CONCORD_REWARD_ARTIFACTS_DIR = env.path(
 CONCORD_REWARD_CACHE_DIR = env.path(
     "CONCORD_REWARD_CACHE_DIR", default=str(Path(str(CONCORD_VAR_DIR)) / "reward" / "embeddings")
 )
+# A running training whose worker wrote no epoch for this long is marked failed (its worker
+# died); a retry trains it again.
+CONCORD_REWARD_HEARTBEAT_STALE_SECONDS: int = env.int(
+    "CONCORD_REWARD_HEARTBEAT_STALE_SECONDS", default=600
+)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -195,10 +200,14 @@ CELERY_TASK_ROUTES = {
     "judges.call_execute": {"queue": "llm_judge"},
     "judges.run_fan_out": {"queue": "llm_judge"},
     "judges.calls_reconcile": {"queue": "llm_judge"},
+    "judges.pl_train": {"queue": "reward_model"},
+    "judges.pl_score_run": {"queue": "reward_model"},
+    "judges.pl_trainings_reconcile": {"queue": "reward_model"},
     "leaderboard.export_build": {"queue": "analysis"},
     "leaderboard.exports_maintain": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {
+    "judges-pl-trainings-reconcile": {"task": "judges.pl_trainings_reconcile", "schedule": 60.0},
     "judges-calls-reconcile": {
         "task": "judges.calls_reconcile",
         "schedule": CONCORD_JUDGE_RECONCILE_SECONDS,

@@ -11,7 +11,7 @@ from judges.llm.client import JudgeNotConfigured, UnsafeBaseURL, api_key_get, ba
 from judges.llm.prompts import TEMPLATES
 from judges.models import Judge, template_hash
 
-RUNNABLE_KINDS = (Judge.Kind.LLM, Judge.Kind.RANDOM, Judge.Kind.LONGER)
+RUNNABLE_KINDS = (Judge.Kind.LLM, Judge.Kind.RANDOM, Judge.Kind.LONGER, Judge.Kind.PL)
 
 
 def judge_validate(*, judge: Judge) -> None:
@@ -96,6 +96,10 @@ def judge_readiness(*, judge: Judge) -> str:
     """Return "" when the judge can run now, or what is missing, e.g. "not configured: set X"."""
     if judge.kind not in RUNNABLE_KINDS:
         return f"not runnable: {judge.get_kind_display()} judges are not run as calls"
+    if judge.kind == Judge.Kind.PL:
+        from judges.reward.scoring import pl_judge_readiness
+
+        return pl_judge_readiness(judge=judge)
     if judge.kind != Judge.Kind.LLM:
         return ""
     try:

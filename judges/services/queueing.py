@@ -35,13 +35,19 @@ def broker_check() -> None:
         ) from exc
 
 
-def task_send(name: str, *, args: list[int], countdown: float | None = None) -> None:
+def task_send(
+    name: str,
+    *,
+    args: list[int],
+    countdown: float | None = None,
+    queue: Queue = Queue.LLM_JUDGE,
+) -> None:
     """Publish a judge task by its name; raise BrokerUnavailable if the broker refuses it."""
     try:
         celery_app.send_task(
             name,
             args=args,
-            queue=Queue.LLM_JUDGE.value,
+            queue=queue.value,
             countdown=countdown,
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},

@@ -70,6 +70,11 @@ def judge_run_start(
         raise JudgeNotReady(f"judge {judge.name!r} is {problem}")
     if budget_usd is not None and budget_usd < 0:
         raise ValidationError({"budget_usd": "The budget must be zero or more."})
+    if judge.kind == Judge.Kind.PL:
+        # A PL judge scores answers on the reward_model queue, then derives each pair's call.
+        from judges.reward.scoring import pl_run_start
+
+        return pl_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
     if pairs is None:
         pair_list = list(study.pairs.order_by("pk"))
     else:

@@ -87,7 +87,8 @@ class Command(BaseCommand):
                     cost=f"${progress.cost_usd}",
                 )
                 bar.refresh()
-                if run.status != JudgeRun.Status.RUNNING:
+                # A PL run stays pending while its answers are scored.
+                if run.status not in (JudgeRun.Status.RUNNING, JudgeRun.Status.PENDING):
                     break
                 time.sleep(poll)
         self.stdout.write(

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 from django.conf import LazySettings
 
+from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
+from annotation.services.judgments import likert_preference
+
 
 @pytest.fixture(scope="session")
 def embedding_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -20,3 +23,83 @@ def reward_dirs(settings: LazySettings, tmp_path: Path, embedding_cache: Path) -
     settings.CONCORD_REWARD_CACHE_DIR = embedding_cache
     settings.CONCORD_REWARD_ARTIFACTS_DIR = tmp_path / "models"
     return tmp_path / "models"
+
+
+TOPICS = (
+    "bake sourdough bread",
+    "change a flat bicycle tyre",
+    "learn to swim as an adult",
+    "save money on groceries",
+    "fall asleep faster",
+    "grow tomatoes on a balcony",
+    "prepare for a job interview",
+    "clean a cast iron pan",
+    "start running without injury",
+    "keep houseplants alive",
+    "write a cover letter",
+    "reduce screen time",
+    "train a puppy to sit",
+    "paint a bedroom wall",
+    "make cold brew coffee",
+    "study for a maths exam",
+    "fix a leaking tap",
+    "plan a road trip",
+    "speak in public calmly",
+    "brew green tea properly",
+)
+
+GOOD = (
+    "Here is how to {t}: start with the basics, go step by step, check your progress each "
+    "day and ask someone experienced to {t} with you once."
+)
+FAIR = "To {t}, practise a little and be patient."
+POOR = "I am not sure how to {t}."
+OFF = "The capital of Australia is Canberra and its largest city is Sydney."
+
+
+def ranked_study(
+    study: Study, *, prompts: int = 16, with_ranks: bool = True, human: bool = False
+) -> list[Pair]:
+    """Prompts whose four answers are ranked by how helpful they are (best first).
+
+    With `human`, every pair of answers gets an imported person's judgment preferring the
+    better-ranked answer (strongly when two ranks apart). Returns all pairs.
+    """
+    worker, _ = Worker.objects.get_or_create(
+        study=study, panel=Worker.Panel.IMPORTED, external_id="rater-1"
+    )
+    pairs = []
+    for number in range(prompts):
+        topic = TOPICS[number % len(TOPICS)]
+        prompt = Prompt.objects.create(
+            study=study, external_id=f"q{number}", turns=[f"How do I {topic}?"]
+        )
+        answers = []
+        for rank, template in enumerate((GOOD, FAIR, POOR, OFF), start=1):
+            system, _ = System.objects.get_or_create(study=study, name=f"sys-{rank}")
+            answers.append(
+                Answer.objects.create(
+                    prompt=prompt,
+                    system=system,
+                    turns=[template.format(t=topic)],
+                    rank=rank if with_ranks else None,
+                )
+            )
+        for i, first in enumerate(answers):
+            for second in answers[i + 1 :]:
+                a, b = sorted((first, second), key=lambda answer: answer.pk)
+                pair = Pair.objects.create(study=study, prompt=prompt, answer_a=a, answer_b=b)
+                pairs.append(pair)
+                if human:
+                    better_is_a = a.pk == first.pk
+                    gap = abs(answers.index(first) - answers.index(second))
+                    likert = (1 if gap >= 2 else 3) if better_is_a else (8 if gap >= 2 else 6)
+                    HumanJudgment.objects.create(
+                        study=study,
+                        pair=pair,
+                        worker=worker,
+                        is_imported=True,
+                        likert=likert,
+                        preference=likert_preference(likert),
+                    )
+    return pairs

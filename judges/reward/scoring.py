@@ -1,0 +1,235 @@
+"""Scoring: a PL judge's run scores each answer once, then derives every pair's verdict.
+
+A run of a PL judge is a judge run like any other. Its worker scores every answer of the run's
+pairs that the judge has not scored yet (batched; `AnswerScore` rows, one per run and answer;
+an answer an earlier run of the same judge scored is copied, not scored again), then writes one
+judge call per pair, shown A first, in one transaction with the run's done status. The model is
+order-invariant by construction (each answer is scored alone), which the judge records
+(`Judge.order_invariant`), so one order per pair says everything.
+
+While its answers are scored the run stays *pending*: the LLM calls' reconciler looks only at
+running runs, and a pending run with no calls is neither re-queued nor marked done by it.
+
+The Likert rule. With scores h_A and h_B, P(B better) = sigmoid(h_B - h_A) (Bradley-Terry, the
+PL model for two answers), and the canonical Likert score is
+
+    likert = min(8, floor(8 * P) + 1),
+
+eight equal bins of probability: P < 1/8 -> 1 (A much better), ..., 3/8 <= P < 1/2 -> 4 and
+1/2 <= P < 5/8 -> 5 (about equal, the two sides), ..., P >= 7/8 -> 8 (B much better). So the
+collapsed preference is A for P < 3/8, a tie for 3/8 <= P < 5/8, B for P >= 5/8, and swapping
+A and B gives 9 - likert except on a bin edge.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Iterable
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.models import Answer, Pair, Study
+from annotation.services.judgments import likert_preference
+from config.queues import Queue
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from judges.reward.data import question_text
+from judges.services.queueing import broker_check, task_send
+
+logger = logging.getLogger(__name__)
+
+TASK_SCORE_RUN = "judges.pl_score_run"
+SCORE_BATCH = 256
+
+
+class RunCancelled(Exception):
+    """The run stopped being pending while its answers were scored."""
+
+
+def probability_b(score_a: float, score_b: float) -> float:
+    """P(B better) = sigmoid(h_B - h_A), computed without overflow."""
+    diff = score_b - score_a
+    if diff >= 0:
+        return 1.0 / (1.0 + math.exp(-diff))
+    e = math.exp(diff)
+    return e / (1.0 + e)
+
+
+def likert_from_probability(p: float) -> int:
+    """The canonical Likert 1-8 of P(B better): min(8, floor(8 P) + 1) (see the module)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"a probability is in [0, 1], not {p}")
+    return min(8, math.floor(8 * p) + 1)
+
+
+def pl_judge_readiness(*, judge: Judge) -> str:
+    """ "" when the PL judge's artifact is on disk, else what is missing."""
+    from judges.reward.artifacts import ArtifactMissing, artifact_metadata
+
+    try:
+        artifact_metadata(str(judge.params.get("artifact", "")))
+    except ArtifactMissing as exc:
+        return f"not ready: {exc}"
+    return ""
+
+
+def pl_run_start(
+    *,
+    judge: Judge,
+    study: Study,
+    user: User,
+    pairs: Iterable[Pair] | None = None,
+    seed: int | None = None,
+) -> JudgeRun:
+    """Create a pending run of a PL judge over the pairs and queue its scoring after commit.
+
+    The caller checked the user's permission and the judge's readiness. Raise ValidationError
+    for pairs of another study or none, BrokerUnavailable when the broker does not answer.
+    """
+    if pairs is None:
+        pair_list = list(study.pairs.order_by("pk"))
+    else:
+        pair_list = sorted(pairs, key=lambda pair: pair.pk)
+        foreign = [pair.pk for pair in pair_list if pair.study_id != study.pk]
+        if foreign:
+            raise ValidationError({"pairs": f"pairs {foreign} do not belong to {study.slug!r}"})
+    if not pair_list:
+        raise ValidationError({"pairs": f"study {study.slug!r} has no pairs to judge"})
+    broker_check()
+    with transaction.atomic():
+        run = JudgeRun.objects.create(
+            judge=judge,
+            study=study,
+            status=JudgeRun.Status.PENDING,
+            seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
+            created_by=user,
+            note="PL scoring: each answer scored once, one order-invariant call per pair",
+        )
+        run.pairs.set(pair_list)
+        run_id = run.pk
+        transaction.on_commit(
+            lambda: task_send(TASK_SCORE_RUN, args=[run_id], queue=Queue.REWARD_MODEL)
+        )
+    return run
+
+
+def _still_pending(run_id: int) -> None:
+    if not JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.PENDING).exists():
+        raise RunCancelled
+
+
+def answers_score(*, run: JudgeRun, answer_ids: list[int]) -> dict[int, float]:
+    """The run's score of every answer: stored, copied from the judge's earlier runs, or new.
+
+    New scores are computed in batches of SCORE_BATCH and stored after each batch, so a killed
+    worker's redelivered task goes on where it stopped.
+    """
+    scores = dict(
+        AnswerScore.objects.filter(run=run, answer_id__in=answer_ids).values_list(
+            "answer_id", "score"
+        )
+    )
+    earlier = dict(
+        AnswerScore.objects.filter(run__judge_id=run.judge_id, answer_id__in=answer_ids)
+        .exclude(run=run)
+        .exclude(answer_id__in=list(scores))
+        .values_list("answer_id", "score")
+    )
+    if earlier:
+        AnswerScore.objects.bulk_create(
+            [AnswerScore(run=run, answer_id=a, score=s) for a, s in earlier.items()],
+            ignore_conflicts=True,
+        )
+        scores.update(earlier)
+    missing = [a for a in answer_ids if a not in scores]
+    if not missing:
+        return scores
+    from judges.reward.artifacts import artifact_load
+
+    model = artifact_load(str(run.judge.params["artifact"]))
+    rows = {
+        pk: (question_text(turns), "\n\n".join(answer_turns or []))
+        for pk, turns, answer_turns in Answer.objects.filter(pk__in=missing).values_list(
+            "pk", "prompt__turns", "turns"
+        )
+    }
+    for start in range(0, len(missing), SCORE_BATCH):
+        _still_pending(run.pk)
+        chunk = missing[start : start + SCORE_BATCH]
+        values = model.score([rows[a][0] for a in chunk], [rows[a][1] for a in chunk])
+        AnswerScore.objects.bulk_create(
+            [
+                AnswerScore(run=run, answer_id=a, score=float(v))
+                for a, v in zip(chunk, values, strict=True)
+            ],
+            ignore_conflicts=True,
+        )
+        scores.update({a: float(v) for a, v in zip(chunk, values, strict=True)})
+    return scores
+
+
+def pair_call(*, run: JudgeRun, pair_id: int, score_a: float, score_b: float) -> JudgeCall:
+    """The judge call of one pair derived from two answer scores (A shown first)."""
+    p = probability_b(score_a, score_b)
+    likert = likert_from_probability(p)
+    now = timezone.now()
+    return JudgeCall(
+        run=run,
+        pair_id=pair_id,
+        order=JudgeCall.Order.A_FIRST,
+        status=JudgeCall.Status.DONE,
+        request={"pl_artifact": run.judge.params.get("artifact", ""), "order_invariant": True},
+        raw_output=f"h_A={score_a:.6f} h_B={score_b:.6f} P(B better)={p:.6f}",
+        likert_shown=likert,
+        likert=likert,
+        preference=likert_preference(likert),
+        verdict_label=f"P(B)={p:.3f}",
+        score_a=score_a,
+        score_b=score_b,
+        attempts=1,
+        latency_ms=0,
+        finished_at=now,
+    )
+
+
+def pl_run_execute(*, run_id: int) -> str:
+    """Score a pending PL run's answers and write its calls; return what became of it."""
+    run = JudgeRun.objects.select_related("judge").filter(pk=run_id).first()
+    if run is None:
+        return "missing"
+    if run.status != JudgeRun.Status.PENDING or run.judge.kind != Judge.Kind.PL:
+        return "skipped"
+    if not run.started_at:
+        JudgeRun.objects.filter(pk=run_id, started_at__isnull=True).update(
+            started_at=timezone.now()
+        )
+    pairs = list(run.pairs.order_by("pk").values_list("pk", "answer_a_id", "answer_b_id"))
+    answer_ids = sorted({a for _, x, y in pairs for a in (x, y)})
+    try:
+        scores = answers_score(run=run, answer_ids=answer_ids)
+        calls = [
+            pair_call(run=run, pair_id=pk, score_a=scores[a], score_b=scores[b])
+            for pk, a, b in pairs
+        ]
+        with transaction.atomic():
+            JudgeCall.objects.bulk_create(calls, batch_size=2000, ignore_conflicts=True)
+            done = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.PENDING).update(
+                status=JudgeRun.Status.DONE, finished_at=timezone.now()
+            )
+            if done != 1:
+                raise RunCancelled
+    except RunCancelled:
+        return "cancelled"
+    except Exception as exc:
+        logger.exception("PL run %s failed", run_id)
+        JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.PENDING).update(
+            status=JudgeRun.Status.FAILED,
+            note=f"scoring failed: {type(exc).__name__}: {exc}"[:2000],
+            finished_at=timezone.now(),
+        )
+        return "failed"
+    return "done"

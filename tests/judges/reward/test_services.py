@@ -1,0 +1,192 @@
+"""Training a PL model on a study, registering it as a judge, and scoring a run with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from annotation.models import Answer, Pair
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, PLTraining
+from judges.reward import artifacts, pipeline, scoring
+from judges.reward.scoring import likert_from_probability, pl_run_execute, probability_b
+from judges.reward.services import (
+    TrainingRequest,
+    pl_training_cancel,
+    pl_training_execute,
+    pl_training_start,
+)
+from judges.services.runs import judge_run_start
+from tests.conftest import Cast
+from tests.judges.reward.conftest import ranked_study
+
+FAST = {"epochs": 30, "hidden": 32, "batch_size": 8, "holdout": 0.25, "seed": 5}
+
+
+def train(cast: Cast, name: str = "pl-test", **options: object) -> PLTraining:
+    request = TrainingRequest(name=name, **{**FAST, **options})  # type: ignore[arg-type]
+    training = pl_training_start(study=cast.study, user=cast.researcher, request=request)
+    assert pl_training_execute(training_id=training.pk) in {"done", "failed", "cancelled"}
+    training.refresh_from_db()
+    return training
+
+
+@pytest.mark.django_db
+def test_a_model_trained_on_ranked_lists_becomes_an_order_invariant_pl_judge(
+    cast: Cast, reward_dirs: Path
+) -> None:
+    ranked_study(cast.study)
+    training = train(cast, recipe="listwise", k="all", sources=("ranked",))
+    assert training.status == PLTraining.Status.DONE, training.error
+    judge = training.judge
+    assert judge is not None
+    assert (judge.kind, judge.order_invariant, judge.name) == (Judge.Kind.PL, True, "pl-test")
+    assert training.epoch == 30 and len(training.curve) == 30
+    assert training.curve[-1]["train_loss"] < training.curve[0]["train_loss"]
+    metadata = json.loads((reward_dirs / judge.params["artifact"] / "metadata.json").read_text())
+    assert metadata["recipe"] == "listwise" and metadata["k"] == "all"
+    assert metadata["seed"] == 5
+    assert len(metadata["training_data_hash"]) == 64 and len(metadata["backbone_hash"]) == 64
+    assert metadata["versions"]["torch"].startswith("2.13.0")
+    assert len(metadata["curve"]) == 30
+    held = training.metrics["held_out"]
+    assert held["lists"] == 4
+    assert held["first_vs_last"] == 1.0
+    assert held["ndcg@3"] > 0.9
+
+
+@pytest.mark.django_db
+def test_the_same_data_and_seed_give_identical_weights_and_scores(
+    cast: Cast, reward_dirs: Path
+) -> None:
+    ranked_study(cast.study, prompts=8)
+    one = train(cast, "pl-one", recipe="pairwise", k="3", epochs=5)
+    two = train(cast, "pl-two", recipe="pairwise", k="3", epochs=5)
+    other = train(cast, "pl-three", recipe="pairwise", k="3", epochs=5, seed=6)
+    hashes = [artifacts.artifact_metadata(t.artifact)["weights_hash"] for t in (one, two, other)]
+    assert hashes[0] == hashes[1] != hashes[2]
+    assert one.data_hash == two.data_hash
+    texts = (["How do I plan a road trip?"], ["Pick a route and book stops early."])
+    assert artifacts.artifact_load(one.artifact).score(*texts) == pytest.approx(
+        artifacts.artifact_load(two.artifact).score(*texts), abs=0
+    )
+
+
+@pytest.mark.django_db
+def test_human_labels_train_a_model_that_beats_chance_on_held_out_judgments(
+    cast: Cast, reward_dirs: Path
+) -> None:
+    ranked_study(cast.study, with_ranks=False, human=True)
+    training = train(cast, k="2", sources=("human",), ties="half", likert_weights=True)
+    assert training.status == PLTraining.Status.DONE, training.error
+    assert training.data_summary["lists"] == 0
+    assert training.data_summary["pairs"] == 16 * 6
+    assert training.metrics["held_out"]["pair_accuracy"] > 0.8
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("setup", "options", "field", "message"),
+    [
+        ("empty", {}, "data", "no ranked lists .* and no human judgments"),
+        ("tied", {"sources": ("ranked",)}, "data", "prompt 'q0': answers .* share rank 1"),
+        ("ranked", {"k": "5", "sources": ("ranked",)}, "data", "K=5 is larger than every"),
+        ("ranked", {"mode": "hf", "checkpoint": "/nowhere/ckpt"}, "checkpoint", "does not exist"),
+        ("ranked", {"k": "3", "sources": ("human",)}, "k", "human labels are pairs"),
+        ("ranked", {"recipe": "lambdarank"}, "recipe", "unknown recipe"),
+    ],
+)
+def test_bad_input_is_named_before_anything_is_queued(
+    cast: Cast, reward_dirs: Path, setup: str, options: dict[str, object], field: str, message: str
+) -> None:
+    if setup != "empty":
+        ranked_study(cast.study, prompts=2)
+    if setup == "tied":
+        Answer.objects.filter(prompt__external_id="q0", rank=2).update(rank=1)
+    request = TrainingRequest(name="bad", **options)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError) as caught:
+        pl_training_start(study=cast.study, user=cast.researcher, request=request)
+    assert field in caught.value.message_dict
+    assert caught.match(message)
+    assert not PLTraining.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_annotator_or_outsider_may_not_train(cast: Cast, reward_dirs: Path) -> None:
+    ranked_study(cast.study, prompts=2)
+    with pytest.raises(PermissionDenied):
+        pl_training_start(study=cast.study, user=cast.outsider, request=TrainingRequest(name="x"))
+
+
+@pytest.mark.django_db
+def test_a_training_cancelled_mid_way_registers_nothing(
+    cast: Cast, reward_dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ranked_study(cast.study, prompts=4)
+    real = pipeline.train
+
+    def cancel_then_train(**kwargs: object) -> object:
+        pl_training_cancel(training=PLTraining.objects.get(), user=cast.researcher)
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "train", cancel_then_train)
+    training = train(cast)
+    assert training.status == PLTraining.Status.CANCELLED
+    assert training.epoch == 0
+    assert not Judge.objects.filter(kind=Judge.Kind.PL).exists()
+    assert not reward_dirs.exists() or not any(reward_dirs.iterdir())
+
+
+def test_the_likert_rule_bins_the_probability_into_eight_equal_parts() -> None:
+    assert [likert_from_probability(p) for p in (0.0, 0.124, 0.125, 0.49, 0.5, 0.62)] == [
+        1,
+        1,
+        2,
+        4,
+        5,
+        5,
+    ]
+    assert [likert_from_probability(p) for p in (0.625, 0.874, 0.875, 1.0)] == [6, 7, 8, 8]
+    assert probability_b(0.0, 0.0) == 0.5
+    assert probability_b(-800.0, 800.0) == 1.0
+    assert probability_b(1.0, 0.0) == pytest.approx(1 / (1 + np.e))
+
+
+@pytest.mark.django_db
+def test_a_pl_run_scores_each_answer_once_and_derives_one_call_per_pair(
+    cast: Cast, reward_dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pairs = ranked_study(cast.study, prompts=6)
+    judge = train(cast, epochs=10).judge
+    assert judge is not None
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    assert run.status == JudgeRun.Status.PENDING
+    assert pl_run_execute(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.DONE
+    assert AnswerScore.objects.filter(run=run).count() == 24
+    calls = list(JudgeCall.objects.filter(run=run).select_related("pair"))
+    assert len(calls) == len(pairs) == 36
+    scores = dict(AnswerScore.objects.filter(run=run).values_list("answer_id", "score"))
+    for call in calls:
+        assert call.order == JudgeCall.Order.A_FIRST and call.status == JudgeCall.Status.DONE
+        p = probability_b(scores[call.pair.answer_a_id], scores[call.pair.answer_b_id])
+        assert call.likert == call.likert_shown == likert_from_probability(p)
+        assert (call.score_a, call.score_b) == (
+            scores[call.pair.answer_a_id],
+            scores[call.pair.answer_b_id],
+        )
+    # A later run of the same model reuses the scores: the model is not even loaded.
+    monkeypatch.setattr(artifacts, "artifact_load", _must_not_load)
+    subset = Pair.objects.filter(prompt__external_id="q0")
+    again = scoring.pl_run_start(judge=judge, study=cast.study, user=cast.researcher, pairs=subset)
+    assert pl_run_execute(run_id=again.pk) == "done"
+    assert JudgeCall.objects.filter(run=again).count() == 6
+    assert AnswerScore.objects.filter(run=again).count() == 4
+
+
+def _must_not_load(name: str) -> None:
+    raise AssertionError(f"model {name} loaded although every answer was scored")
