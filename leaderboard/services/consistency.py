@@ -1,0 +1,436 @@
+"""The "Consistency" part of a study's report: a typed result computed from the report's frames.
+
+`contrast_inputs_read` is the one database read (the study's latest contrast set, its items and
+the texts the drill-down shows); `consistency_compute` works on DataFrames only, through
+`leaderboard.stats.consistency`:
+
+- C_res for people and for every pairwise judge on the contrast items (each vote or call);
+- swap invariance of every judge from its calls in both orders on the regular pairs;
+- the share of intransitive triples for every judge (its verdict per pair, orders combined as
+  the report does: agreeing orders give their verdict, disagreeing orders a tie) and for the
+  people's majority;
+- the contrast items each source got wrong, with both instructions and both answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from annotation.models import ContrastSet, Pair, Study
+from judges.models import Judge
+from leaderboard.plots import Series, bar_chart_svg
+from leaderboard.stats.consistency import (
+    RANDOM_CONTRAST_RATE,
+    RANDOM_INTRANSITIVE_RATE,
+    ConsistencyRate,
+    Intransitivity,
+    SwapInvariance,
+    choice_consistency,
+    intransitive_triples,
+    swap_invariance,
+)
+from leaderboard.stats.proportion import Proportion
+
+HUMAN = "human"
+ORDER_INVARIANT_KINDS = frozenset({Judge.Kind.PL, Judge.Kind.LONGER})
+"""Judges whose verdict cannot depend on the order shown: a score model scores each answer alone,
+and "prefer the longer answer" compares lengths."""
+MISSES_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class ContrastItemText:
+    """One contrast item as the drill-down shows it: the instruction shown and the other one,
+    the answer that belongs (r_A) and the other prompt's answer (r_B)."""
+
+    pair_id: int
+    contrast_pair_id: int
+    expected: Literal["A", "B"]
+    instruction: str
+    other_instruction: str
+    own_answer: str
+    other_answer: str
+
+
+@dataclass(frozen=True)
+class ContrastInputs:
+    """The study's latest contrast set (None without one) and its items, by pair id."""
+
+    seed: int | None
+    low: float | None
+    high: float | None
+    best: str
+    system: str
+    pairs: int
+    items: Mapping[int, ContrastItemText]
+
+
+@dataclass(frozen=True)
+class ContrastMiss:
+    """A contrast item a source answered wrongly: its verdict (canonical A, B or tie) and, of the
+    two answers, the one that belongs is ``expected``."""
+
+    source: str
+    verdict: str
+    item: ContrastItemText
+
+
+@dataclass(frozen=True)
+class ConsistencyRow:
+    """One source's consistency: people (``kind`` "people") or a judge (its kind)."""
+
+    source: str
+    kind: str
+    c_res: ConsistencyRate | None
+    swap: SwapInvariance | None
+    transitivity: Intransitivity | None
+
+
+@dataclass(frozen=True)
+class ConsistencyResult:
+    """The section's result: the contrast set used, one row per source, the wrong answers."""
+
+    contrast_seed: int | None
+    contrast_window: tuple[float, float] | None
+    contrast_best: str
+    contrast_system: str
+    contrast_pairs: int
+    contrast_items: int
+    message: str
+    rows: tuple[ConsistencyRow, ...]
+    misses: tuple[ContrastMiss, ...]
+
+
+def _first_turn(turns: object) -> str:
+    return str(turns[0]) if isinstance(turns, list) and turns else ""
+
+
+def contrast_inputs_read(*, study: Study) -> ContrastInputs:
+    """Read the study's latest contrast set and the items made from it (texts at turn 1)."""
+    contrast_set = (
+        ContrastSet.objects.filter(study=study).select_related("system").order_by("-pk").first()
+    )
+    if contrast_set is None:
+        return ContrastInputs(None, None, None, "", "", 0, {})
+    items = Pair.objects.filter(contrast__contrast_set=contrast_set).select_related(
+        "contrast__prompt_a", "contrast__prompt_b", "contrast__answer_a", "contrast__answer_b"
+    )
+    out: dict[int, ContrastItemText] = {}
+    for item in items.order_by("pk"):
+        contrast = item.contrast
+        assert contrast is not None  # the query follows the item's contrast pair
+        shown_a = item.prompt_id == contrast.prompt_a_id
+        own, other = (
+            (contrast.answer_a, contrast.answer_b)
+            if shown_a
+            else (contrast.answer_b, contrast.answer_a)
+        )
+        shown, hidden = (
+            (contrast.prompt_a, contrast.prompt_b)
+            if shown_a
+            else (contrast.prompt_b, contrast.prompt_a)
+        )
+        out[item.pk] = ContrastItemText(
+            pair_id=item.pk,
+            contrast_pair_id=contrast.pk,
+            expected="A" if own.pk == item.answer_a_id else "B",
+            instruction=_first_turn(shown.turns),
+            other_instruction=_first_turn(hidden.turns),
+            own_answer=_first_turn(own.turns),
+            other_answer=_first_turn(other.turns),
+        )
+    return ContrastInputs(
+        seed=contrast_set.seed,
+        low=contrast_set.low,
+        high=contrast_set.high,
+        best=contrast_set.best,
+        system=contrast_set.system.name if contrast_set.system else "",
+        pairs=contrast_set.pairs.count(),
+        items=out,
+    )
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A judge source as this section needs it: its name, run and kind."""
+
+    name: str
+    run_id: int
+    kind: str
+
+
+def _choice_rate(
+    frame: pd.DataFrame, contrast: ContrastInputs, source: str, confidence: float
+) -> tuple[ConsistencyRate | None, list[ContrastMiss]]:
+    """C_res of the verdicts in `frame` (pair_id, label) on contrast items, and the misses."""
+    on_items = frame[frame["pair_id"].isin(list(contrast.items))]
+    if on_items.empty:
+        return None, []
+    expected = [contrast.items[int(p)].expected for p in on_items["pair_id"]]
+    labels = on_items["label"].astype(str).tolist()
+    rate = choice_consistency(labels, expected, confidence=confidence)
+    misses = [
+        ContrastMiss(source, label, contrast.items[int(pair_id)])
+        for pair_id, label, want in zip(on_items["pair_id"], labels, expected, strict=True)
+        if label != want
+    ]
+    return rate, misses[:MISSES_SHOWN]
+
+
+def _pair_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
+    """One verdict per pair from a run's calls: the one order's, or both orders' when they agree,
+    else a tie."""
+    grouped = calls.groupby("pair_id", sort=True)["label"]
+    first, distinct = grouped.first(), grouped.nunique()
+    label = np.where(distinct.to_numpy() == 1, first.to_numpy(dtype=object), "tie")
+    return pd.DataFrame({"pair_id": first.index.to_numpy(), "label": label})
+
+
+def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> Intransitivity:
+    joined = verdicts.merge(pairs, on="pair_id", how="inner")
+    frame = pd.DataFrame(
+        {
+            "group": list(zip(joined["prompt_id"], joined["turn"], strict=True)),
+            "first": joined["answer_a"].to_numpy(),
+            "second": joined["answer_b"].to_numpy(),
+            "label": joined["label"].astype(str).to_numpy(),
+        }
+    )
+    return intransitive_triples(frame, confidence=confidence)
+
+
+def _swap(calls: pd.DataFrame, kind: str, confidence: float) -> SwapInvariance:
+    if kind in ORDER_INVARIANT_KINDS:
+        return swap_invariance([], [], order_invariant=True)
+    wide = calls.pivot_table(index="pair_id", columns="order", values="label", aggfunc="first")
+    if "ab" not in wide.columns or "ba" not in wide.columns:
+        return swap_invariance([], [], confidence=confidence)
+    both = wide.dropna(subset=["ab", "ba"])
+    return swap_invariance(
+        both["ab"].astype(str).tolist(), both["ba"].astype(str).tolist(), confidence=confidence
+    )
+
+
+def consistency_compute(
+    *,
+    pairs: pd.DataFrame,
+    human: pd.DataFrame,
+    calls: pd.DataFrame,
+    majority: pd.Series,
+    sources: Sequence[SourceInfo],
+    contrast: ContrastInputs,
+    confidence: float = 0.95,
+) -> ConsistencyResult:
+    """Compute the section from the report's frames.
+
+    pairs: pair_id, prompt_id, turn, answer_a, answer_b; human: pair_id, label (one row per
+    vote, canonical); calls: pair_id, run_id, order ("ab"/"ba"), label (canonical, one row per
+    done call); majority: the people's majority label per pair_id. Contrast items take part in
+    C_res only; swap invariance and transitivity use the other pairs.
+    """
+    items = list(contrast.items)
+    regular = pairs[~pairs["pair_id"].isin(items)][
+        ["pair_id", "prompt_id", "turn", "answer_a", "answer_b"]
+    ]
+    rows: list[ConsistencyRow] = []
+    misses: list[ContrastMiss] = []
+
+    c_res, missed = _choice_rate(human[["pair_id", "label"]], contrast, HUMAN, confidence)
+    majority_frame = pd.DataFrame(
+        {"pair_id": majority.index.to_numpy(), "label": majority.to_numpy(dtype=object)}
+    )
+    majority_regular = majority_frame[~majority_frame["pair_id"].isin(items)]
+    rows.append(
+        ConsistencyRow(
+            source=HUMAN,
+            kind="people",
+            c_res=c_res,
+            swap=None,
+            transitivity=_triples(majority_regular, regular, confidence),
+        )
+    )
+    misses += missed
+    for source in sources:
+        run_calls = calls[calls["run_id"] == source.run_id]
+        on_regular = run_calls[~run_calls["pair_id"].isin(items)]
+        c_res, missed = _choice_rate(
+            run_calls[["pair_id", "label"]], contrast, source.name, confidence
+        )
+        rows.append(
+            ConsistencyRow(
+                source=source.name,
+                kind=source.kind,
+                c_res=c_res,
+                swap=_swap(on_regular, source.kind, confidence),
+                transitivity=_triples(_pair_verdicts(on_regular), regular, confidence),
+            )
+        )
+        misses += missed
+    if contrast.seed is None:
+        message = (
+            "No contrast set for this study: build one with `manage.py build_contrast_set "
+            "--items` to measure C_res."
+        )
+    elif not contrast.items:
+        message = (
+            f"The contrast set (seed {contrast.seed}) has {contrast.pairs} pairs but no items "
+            "yet: make them with `generate_pairs --strategy contrast`."
+        )
+    else:
+        message = (
+            f"{contrast.pairs} contrast pairs (seed {contrast.seed}, question cosine in "
+            f"[{contrast.low:g}, {contrast.high:g}], best answer: {contrast.best}"
+            + (f" {contrast.system}" if contrast.system else "")
+            + f"), {len(contrast.items)} items."
+        )
+    window = (
+        (contrast.low, contrast.high)
+        if contrast.low is not None and contrast.high is not None
+        else None
+    )
+    return ConsistencyResult(
+        contrast_seed=contrast.seed,
+        contrast_window=window,
+        contrast_best=contrast.best,
+        contrast_system=contrast.system,
+        contrast_pairs=contrast.pairs,
+        contrast_items=len(contrast.items),
+        message=message,
+        rows=tuple(rows),
+        misses=tuple(misses),
+    )
+
+
+# --- Tables and plot --------------------------------------------------------------------------
+
+TABLE_COLUMNS = (
+    "source",
+    "kind",
+    "c_res",
+    "c_res_lower",
+    "c_res_upper",
+    "c_res_count",
+    "c_res_total",
+    "c_res_ties",
+    "c_ins",
+    "swap_invariance",
+    "swap_lower",
+    "swap_upper",
+    "swap_total",
+    "intransitive_rate",
+    "intransitive_lower",
+    "intransitive_upper",
+    "intransitive_triples",
+    "triples",
+    "tied_triples",
+)
+MISS_COLUMNS = (
+    "source",
+    "verdict",
+    "instruction shown",
+    "its answer (r_A)",
+    "other instruction",
+    "other answer (r_B)",
+)
+
+
+def _cells(proportion: Proportion | None) -> tuple[float | None, float | None, float | None]:
+    if proportion is None:
+        return None, None, None
+    return proportion.share, proportion.lower, proportion.upper
+
+
+def _swap_cells(swap: SwapInvariance | None) -> tuple[object, ...]:
+    if swap is None:
+        return (None, None, None, None)
+    if swap.order_invariant:
+        return ("order-invariant by construction", None, None, None)
+    assert swap.proportion is not None
+    return (*_cells(swap.proportion), swap.proportion.total)
+
+
+def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]]:
+    """One row per source in TABLE_COLUMNS order; None where a measure is not defined (C_ins for
+    pairwise verdicts, swap invariance for people) or has no data."""
+    rows = []
+    for row in result.rows:
+        c_res = row.c_res.proportion if row.c_res else None
+        t = row.transitivity
+        rows.append(
+            (
+                row.source,
+                row.kind,
+                *_cells(c_res),
+                c_res.count if c_res else None,
+                c_res.total if c_res else None,
+                row.c_res.ties if row.c_res else None,
+                None,
+                *_swap_cells(row.swap),
+                *_cells(t.proportion if t else None),
+                t.intransitive if t else None,
+                t.triples if t else None,
+                t.tied_triples if t else None,
+            )
+        )
+    return rows
+
+
+def consistency_table_note(result: ConsistencyResult) -> str:
+    """The table's note: the contrast set used and the random baselines."""
+    return (
+        f"{result.message} C_res: share of verdicts on contrast items that pick the answer "
+        f"belonging to the instruction shown (ties count as misses; random: "
+        f"{RANDOM_CONTRAST_RATE:.0%}). C_ins needs a score judge's four scores of a contrast pair "
+        "and is not defined for pairwise verdicts. Swap invariance: share of pairs called in both "
+        "orders with the same collapsed verdict. Intransitive: share of cyclic triples among "
+        "triples judged in all three pairs without a tie (random: "
+        f"{RANDOM_INTRANSITIVE_RATE:.0%}). Intervals: Wilson 95%."
+    )
+
+
+def consistency_miss_rows(result: ConsistencyResult) -> list[tuple[str, ...]]:
+    """The contrast items each source got wrong (at most MISSES_SHOWN per source), as text."""
+    return [
+        (
+            miss.source,
+            "tie" if miss.verdict == "tie" else "the other answer",
+            miss.item.instruction,
+            miss.item.own_answer,
+            miss.item.other_instruction,
+            miss.item.other_answer,
+        )
+        for miss in result.misses
+    ]
+
+
+def consistency_plot_svg(result: ConsistencyResult) -> str | None:
+    """C_res and the intransitive-triple rate per source as bars with Wilson whiskers; None when
+    no source has either."""
+    names = [row.source for row in result.rows]
+    c_res = [row.c_res.proportion if row.c_res else None for row in result.rows]
+    cyc = [row.transitivity.proportion if row.transitivity else None for row in result.rows]
+    if all(p is None or p.share is None for p in [*c_res, *cyc]):
+        return None
+
+    def series(name: str, props: Sequence[Proportion | None]) -> Series:
+        cells = [_cells(p) for p in props]
+        return Series(
+            name,
+            [c[0] for c in cells],
+            [c[1] for c in cells],
+            [c[2] for c in cells],
+        )
+
+    return bar_chart_svg(
+        title="Consistency: C_res (random 50%) and intransitive triples (random 25%)",
+        categories=names,
+        series=[series("C_res", c_res), series("intransitive triples", cyc)],
+        y_label="share",
+        y_min=0.0,
+        y_max=1.0,
+    )

@@ -1,0 +1,209 @@
+"""The consistency part of the report: contrast items read from the database, and every row
+computed from hand-made frames."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from annotation.models import Answer, ContrastSet, Pair, Prompt, Study, System
+from annotation.services.contrast import ContrastPairSpec, contrast_set_store
+from annotation.services.pairs import pairs_generate
+from leaderboard.services.consistency import (
+    ContrastInputs,
+    ContrastItemText,
+    SourceInfo,
+    consistency_compute,
+    consistency_miss_rows,
+    consistency_plot_svg,
+    consistency_table_rows,
+    contrast_inputs_read,
+)
+from tests.conftest import Cast
+
+
+def two_prompts(study: Study) -> tuple[Prompt, Prompt, Answer, Answer]:
+    system = System.objects.create(study=study, name="s")
+    first = Prompt.objects.create(study=study, external_id="x", turns=["How to bake <bread>?"])
+    second = Prompt.objects.create(study=study, external_id="y", turns=["How to bake cake?"])
+    # The second prompt's answer is created first, so it is answer A of every item.
+    answer_y = Answer.objects.create(prompt=second, system=system, turns=["Cake: sugar."])
+    answer_x = Answer.objects.create(prompt=first, system=system, turns=["Bread: yeast."])
+    return first, second, answer_x, answer_y
+
+
+def test_each_contrast_item_knows_which_answer_belongs_to_the_instruction_shown(
+    cast: Cast,
+) -> None:
+    first, second, answer_x, answer_y = two_prompts(cast.study)
+    contrast_set_store(
+        study=cast.study,
+        seed=4,
+        low=0.75,
+        high=0.9,
+        best=ContrastSet.Best.FIRST_RANKED,
+        system=None,
+        backbone="all-MiniLM-L6-v2",
+        pairs=[ContrastPairSpec(first.pk, second.pk, answer_x.pk, answer_y.pk, 0.8)],
+    )
+    pairs_generate(study=cast.study, strategy="contrast", seed=4)
+
+    inputs = contrast_inputs_read(study=cast.study)
+
+    assert (inputs.seed, inputs.low, inputs.high, inputs.best, inputs.pairs) == (
+        4,
+        0.75,
+        0.9,
+        "first_ranked",
+        1,
+    )
+    by_prompt = {
+        Pair.objects.get(pk=pair_id).prompt_id: item for pair_id, item in inputs.items.items()
+    }
+    shown_x, shown_y = by_prompt[first.pk], by_prompt[second.pk]
+    assert (shown_x.expected, shown_x.own_answer, shown_x.other_answer) == (
+        "B",
+        "Bread: yeast.",
+        "Cake: sugar.",
+    )
+    assert (shown_x.instruction, shown_x.other_instruction) == (
+        "How to bake <bread>?",
+        "How to bake cake?",
+    )
+    assert (shown_y.expected, shown_y.own_answer) == ("A", "Cake: sugar.")
+
+
+def test_a_study_without_a_contrast_set_reads_as_none(cast: Cast) -> None:
+    inputs = contrast_inputs_read(study=cast.study)
+    assert inputs.seed is None and inputs.items == {}
+
+
+def item(pair_id: int, expected: str) -> ContrastItemText:
+    return ContrastItemText(
+        pair_id=pair_id,
+        contrast_pair_id=1,
+        expected=expected,  # type: ignore[arg-type]
+        instruction=f"I{pair_id}",
+        other_instruction="other <I>",
+        own_answer=f"r{pair_id}",
+        other_answer="<script>alert(1)</script>",
+    )
+
+
+CONTRAST = ContrastInputs(
+    seed=0,
+    low=0.75,
+    high=0.9,
+    best="first_ranked",
+    system="",
+    pairs=1,
+    items={100: item(100, "A"), 101: item(101, "B")},
+)
+# Regular pairs of one prompt with answers 1, 2, 3 (a triple), and the two contrast items.
+PAIRS = pd.DataFrame(
+    [
+        (10, 7, 1, 1, 2),
+        (11, 7, 1, 2, 3),
+        (12, 7, 1, 1, 3),
+        (100, 7, 1, 1, 9),
+        (101, 8, 1, 1, 9),
+    ],
+    columns=["pair_id", "prompt_id", "turn", "answer_a", "answer_b"],
+)
+# People: on the items, 2 of 3 votes pick the right answer, one ties.
+HUMAN = pd.DataFrame(
+    [(100, "A"), (100, "tie"), (101, "B"), (10, "A"), (11, "A"), (12, "A")],
+    columns=["pair_id", "label"],
+)
+MAJORITY = pd.Series(["A", "A", "A", "A", "B"], index=pd.Index([10, 11, 12, 100, 101]))
+CALLS = pd.DataFrame(
+    [
+        # Run 1 (an LLM judge): a cycle 1 > 2 > 3 > 1, one pair flips with the order.
+        (10, 1, "ab", "A"),
+        (10, 1, "ba", "A"),
+        (11, 1, "ab", "A"),
+        (11, 1, "ba", "A"),
+        (12, 1, "ab", "B"),
+        (12, 1, "ba", "A"),  # orders disagree: the pair's verdict is a tie
+        (100, 1, "ab", "B"),
+        (101, 1, "ab", "B"),
+        # Run 2 (a PL model): transitive, and right on both items.
+        (10, 2, "ab", "A"),
+        (11, 2, "ab", "A"),
+        (12, 2, "ab", "A"),
+        (100, 2, "ab", "A"),
+        (101, 2, "ab", "B"),
+    ],
+    columns=["pair_id", "run_id", "order", "label"],
+)
+SOURCES = [SourceInfo("gpt-judge", 1, "llm"), SourceInfo("pl-model", 2, "pl")]
+
+
+def test_people_and_judges_get_c_res_swap_invariance_and_transitivity() -> None:
+    result = consistency_compute(
+        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+    )
+    people, llm, pl = result.rows
+    assert people.c_res is not None
+    assert (people.c_res.proportion.count, people.c_res.proportion.total) == (2, 3)
+    assert people.c_res.ties == 1
+    assert people.swap is None
+    assert people.transitivity is not None
+    assert (people.transitivity.triples, people.transitivity.intransitive) == (1, 0)
+
+    assert llm.c_res is not None
+    assert (llm.c_res.proportion.count, llm.c_res.proportion.total) == (1, 2)
+    assert llm.swap is not None and llm.swap.proportion is not None
+    assert (llm.swap.proportion.count, llm.swap.proportion.total) == (2, 3)
+    # Pair 12's orders disagree, so its verdict is a tie and the triple is set apart.
+    assert llm.transitivity is not None
+    assert (llm.transitivity.triples, llm.transitivity.tied_triples) == (0, 1)
+
+    assert pl.swap is not None and pl.swap.order_invariant and pl.swap.proportion is None
+    assert pl.c_res is not None and pl.c_res.proportion.share == 1.0
+    assert "1 contrast pairs (seed 0, question cosine in [0.75, 0.9]" in result.message
+
+
+def test_a_judge_whose_orders_agree_shows_its_cycle() -> None:
+    calls = CALLS.copy()
+    calls.loc[(calls["pair_id"] == 12) & (calls["run_id"] == 1), "label"] = "B"
+    result = consistency_compute(
+        pairs=PAIRS, human=HUMAN, calls=calls, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+    )
+    llm = result.rows[1]
+    assert llm.transitivity is not None
+    assert (llm.transitivity.triples, llm.transitivity.intransitive) == (1, 1)
+
+
+def test_the_drill_down_lists_the_items_a_source_got_wrong_with_both_texts() -> None:
+    result = consistency_compute(
+        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+    )
+    rows = consistency_miss_rows(result)
+    assert rows == [
+        ("human", "tie", "I100", "r100", "other <I>", "<script>alert(1)</script>"),
+        ("gpt-judge", "the other answer", "I100", "r100", "other <I>", "<script>alert(1)</script>"),
+    ]
+
+
+def test_the_table_marks_order_invariant_judges_and_leaves_undefined_cells_empty() -> None:
+    result = consistency_compute(
+        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+    )
+    people, llm, pl = consistency_table_rows(result)
+    assert people[:2] == ("human", "people")
+    assert people[2] == pytest.approx(2 / 3)
+    assert people[9] is None  # no swap invariance for people
+    assert llm[9] == pytest.approx(2 / 3)
+    assert pl[9] == "order-invariant by construction"
+    svg = consistency_plot_svg(result)
+    assert svg is not None and svg.startswith("<svg") and "gpt-judge" in svg
+
+
+def test_without_contrast_items_the_message_says_how_to_build_them() -> None:
+    empty = ContrastInputs(None, None, None, "", "", 0, {})
+    result = consistency_compute(
+        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=empty
+    )
+    assert "build_contrast_set" in result.message
+    assert all(row.c_res is None for row in result.rows)
