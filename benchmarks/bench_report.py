@@ -14,6 +14,7 @@ process, and their ratio (--no-baseline skips the baseline).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -223,32 +224,11 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
     return study.pk
 
 
-def _steps(votes: Any, params: Any) -> list[tuple[str, Callable[[], Any]]]:
-    from leaderboard.services import reports
+def _steps(data: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """Each registered section's compute, timed on its own."""
+    from leaderboard.report.registry import SECTIONS
 
-    human, judges = votes.human, votes.judges
-    return [
-        ("human vs human (vote level)", lambda: reports._agreement(human, None)),
-        ("human vs human bootstrap CI", lambda: reports._agreement_ci(human, None, params)),
-        ("Fleiss' kappa", lambda: reports._fleiss(human)),
-        ("Krippendorff's alpha (nominal+ordinal)", lambda: reports._alpha(human)),
-        ("judges vs human (vote+majority+kappa)", lambda: [
-            (reports._agreement(judges[judges["source"] == s.name], human),
-             reports._agreement(judges[judges["source"] == s.name], human, "majority"),
-             reports._kappas(judges[judges["source"] == s.name], human))
-            for s in votes.sources
-        ]),
-        ("position bias", lambda: [
-            reports._judge_position_bias(votes.calls[votes.calls["run_id"] == s.run_id], 0.95)
-            for s in votes.sources
-        ]),
-        ("per-category correlation", lambda: reports._per_category(
-            votes, [s.name for s in votes.sources]
-        )),
-        ("leaderboards (Elo x2, BT per source)", lambda: reports._leaderboards(
-            votes, [s.name for s in votes.sources], params
-        )),
-    ]  # fmt: skip
+    return [(f"section {s.key}", functools.partial(s.compute, data)) for s in SECTIONS]
 
 
 def _timed(step: Callable[[], Any]) -> float:
@@ -301,7 +281,9 @@ def timed_report(
     )
     timings["hash rows"] = _timed(lambda: selectors.votes_data_hash(votes=votes))
     _row("hash rows", timings["hash rows"], None)
-    for label, step in _steps(votes, params):
+    extras = reports.report_extras_get(study=study, votes=votes)
+    data = reports.report_data(votes=votes, extras=extras, params=params)
+    for label, step in _steps(data):
         timings[label] = _timed(step)
         slow = None
         if with_baseline:

@@ -12,19 +12,25 @@ and tests check both give the same numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from leaderboard.services import report_sections, reports
+from leaderboard.report import agreement, leaderboards, per_category
+from leaderboard.report import position_bias as position_bias_section
+from leaderboard.report.agreement import FleissResult, Kappa, WeightedKappa
+from leaderboard.report.base import ReportData
+from leaderboard.report.per_category import CategoryRow, JudgeCorrelation, PerCategoryResult
+from leaderboard.report.position_bias import JudgeBias
 from leaderboard.stats import pairwise, ratings
 from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
 from leaderboard.stats.bias import flip_rate, position_bias
 from leaderboard.stats.correlation import correlation
 from leaderboard.stats.likert import preference_sign
+from leaderboard.stats.majority import people_majority
 from leaderboard.stats.pairwise import LABELS, AgreementInterval, Level
 from leaderboard.stats.proportion import wilson_interval
 
@@ -207,7 +213,7 @@ def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     )
 
 
-def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, Any]:
+def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
     ordered = calls[calls["order"].isin(["ab", "ba"])]
     shown = ordered.dropna(subset=["likert_shown"])
     histogram = None
@@ -224,12 +230,12 @@ def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> dict[str, An
     flips = None
     if {"ab", "ba"} <= set(wide.columns) and len(wide):
         flips = flip_rate(wide["ab"].to_numpy(), wide["ba"].to_numpy(), confidence=confidence)
-    return {
-        "histogram": histogram,
-        "prefers_first": wilson_interval(first, len(decisive), confidence),
-        "flip_rate": flips,
-        "calls_with_order": len(ordered),
-    }
+    return JudgeBias(
+        histogram=histogram,
+        prefers_first=wilson_interval(first, len(decisive), confidence),
+        flip_rate=flips,
+        calls_with_order=len(ordered),
+    )
 
 
 def _cohen_kappa(
@@ -243,9 +249,7 @@ def _cohen_kappa(
     return cohen_kappa(a, b, weights, categories=list(range(len(cats))))
 
 
-def _per_category(
-    votes: Any, sources: list[str], frames: Mapping[str, pd.DataFrame] | None = None
-) -> dict[str, Any]:
+def _per_category(data: ReportData) -> PerCategoryResult:
     """Unit scores by a group-by per source, split by category through the pairs' index."""
 
     def unit_scores(frame: pd.DataFrame, scale: str) -> pd.Series:
@@ -254,42 +258,37 @@ def _per_category(
         signs = preference_sign(frame["label"].to_numpy())
         return pd.Series(signs, index=frame["pair_id"].to_numpy()).groupby(level=0).mean()
 
+    votes, sources = data.votes, data.judge_names
     human, judges = votes.human, votes.judges
     has_likert = human["likert"].notna().any() and judges["likert"].notna().any()
     scale = "likert" if has_likert else "preference_sign"
     category_of = votes.pairs.set_index("pair_id")["category"]
     people_all = unit_scores(human, scale)
-    by_source = reports._judge_frames(votes, sources, frames)
-    judge_all = {source: unit_scores(by_source[source], scale) for source in sources}
+    judge_all = {source: unit_scores(data.frames[source], scale) for source in sources}
     people_by_category = dict(
         tuple(people_all.groupby(category_of.reindex(people_all.index).to_numpy()))
     )
     rows = []
     for category in sorted(set(votes.pairs["category"].tolist())):
         people = people_by_category.get(category, pd.Series(dtype=float))
-        entry: dict[str, Any] = {"category": category, "units": len(people), "judges": {}}
+        entry = {}
         for source in sources:
             judge = judge_all[source]
             both = people.index.intersection(judge.index)
             xs, ys = people.loc[both].to_numpy(), judge.loc[both].to_numpy()
-            entry["judges"][source] = {
-                "pearson": correlation(xs, ys, "pearson"),
-                "spearman": correlation(xs, ys, "spearman"),
-            }
-        rows.append(entry)
-    return {
-        "scale": scale,
-        "definition": reports.PER_CATEGORY_DEFINITION,
-        "categories": rows,
-    }
+            entry[source] = JudgeCorrelation(
+                correlation(xs, ys, "pearson"), correlation(xs, ys, "spearman")
+            )
+        rows.append(CategoryRow(category, len(people), entry))
+    return PerCategoryResult(scale, per_category.DEFINITION, rows)  # type: ignore[arg-type]
 
 
 def _kappas(
     judge: pd.DataFrame, human: pd.DataFrame, majority: pd.Series | None = None
-) -> dict[str, Any]:
+) -> tuple[Kappa, WeightedKappa]:
     """The judge against the people's majority through an index intersection, and the weighted
     kappa through a merge of the judge's and the people's Likert votes on the pair."""
-    people = report_sections.people_majority(human)
+    people = people_majority(human)
     mine = judge.set_index("pair_id")["label"]
     both = people.index.intersection(mine.index)
     kappa = (
@@ -299,7 +298,7 @@ def _kappas(
             categories=range(len(LABELS)),
         )
         if len(both)
-        else None
+        else math.nan
     )
     merged = judge[["pair_id", "likert"]].merge(
         human[["pair_id", "likert"]], on="pair_id", suffixes=("_judge", "_human")
@@ -313,15 +312,12 @@ def _kappas(
             categories=list(range(1, 9)),
         )
         if len(merged)
-        else None
+        else math.nan
     )
-    return {
-        "cohen_kappa_vs_majority": {"kappa": kappa, "units": len(both)},
-        "weighted_kappa_likert": {"kappa": weighted, "weights": "quadratic", "pairs": len(merged)},
-    }
+    return Kappa(kappa, len(both)), WeightedKappa(weighted, "quadratic", len(merged))
 
 
-def _fleiss(human: pd.DataFrame) -> dict[str, Any]:
+def _fleiss(human: pd.DataFrame) -> FleissResult:
     """The units x labels counts by a group-by on pair and label, unstacked."""
     counts = (
         human.groupby(["pair_id", "label"], observed=True).size().unstack("label", fill_value=0)
@@ -330,10 +326,10 @@ def _fleiss(human: pd.DataFrame) -> dict[str, Any]:
     per_unit = counts.sum(axis=1)
     rated = per_unit[per_unit >= 2]
     if rated.empty:
-        return {"kappa": None, "units": 0, "votes_per_unit": None}
+        return FleissResult(math.nan, 0, None)
     modal = int(rated.value_counts().sort_index().idxmax())
     table = counts[per_unit == modal]
-    return {"kappa": fleiss_kappa(table.to_numpy()), "units": len(table), "votes_per_unit": modal}
+    return FleissResult(fleiss_kappa(table.to_numpy()), len(table), modal)
 
 
 @contextmanager
@@ -341,16 +337,16 @@ def baseline() -> Iterator[None]:
     """Run the report with the straightforward implementations swapped in."""
     swaps: list[tuple[Any, str, Any]] = [
         (pairwise, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
-        (reports, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
-        (reports, "bootstrap_agreement_ci", bootstrap_agreement_ci),
+        (agreement, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
+        (agreement, "bootstrap_agreement_ci", bootstrap_agreement_ci),
         (ratings, "_encode", _encode),
         (ratings, "_elo_bootstrap_fused", _elo_bootstrap_blocks),
-        (reports, "_battles", _battles),
-        (reports, "_judge_position_bias", _judge_position_bias),
-        (reports, "cohen_kappa", _cohen_kappa),
-        (reports, "_per_category", _per_category),
-        (reports, "_kappas", _kappas),
-        (reports, "_fleiss", _fleiss),
+        (leaderboards, "battles_of", _battles),
+        (position_bias_section, "_judge_bias", _judge_position_bias),
+        (agreement, "cohen_kappa", _cohen_kappa),
+        (per_category, "per_category_compute", _per_category),
+        (agreement, "_kappas", _kappas),
+        (agreement, "_fleiss", _fleiss),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:

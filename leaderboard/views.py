@@ -27,13 +27,14 @@ from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
 from judges.services.queueing import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm
 from leaderboard.models import ExportJob
-from leaderboard.presentation import (
+from leaderboard.report.document import (
+    Report,
+    report_from_payload,
     report_plot,
-    report_plots,
     report_table,
-    report_tables,
     table_to_csv,
 )
+from leaderboard.report.html import report_page_context
 from leaderboard.selectors import (
     EXPORT_TABLES,
     api_schema_get,
@@ -53,12 +54,19 @@ from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_ex
 from leaderboard.services.reports import agreement_report_snapshot, report_to_json
 
 
-def _report_for(request: HttpRequest, study: Study) -> tuple[AnalysisFilterForm, dict[str, Any]]:
+def _report_for(
+    request: HttpRequest, study: Study
+) -> tuple[AnalysisFilterForm, dict[str, Any] | None]:
+    """The filter form and the stored report payload for its filters (None when not valid)."""
     form = AnalysisFilterForm(request.GET, study=study)
     if not form.is_valid():
-        return form, {}
+        return form, None
     snapshot = agreement_report_snapshot(study=study, filters=form.filters())
     return form, snapshot.payload
+
+
+def _typed(payload: dict[str, Any] | None) -> Report | None:
+    return report_from_payload(payload) if payload is not None else None
 
 
 def _filename(study: Study, name: str, extension: str) -> str:
@@ -68,7 +76,8 @@ def _filename(study: Study, name: str, extension: str) -> str:
 class StudyAnalysisView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        form, report = _report_for(request, study)
+        form, payload = _report_for(request, study)
+        report = _typed(payload)
         context: dict[str, Any] = {
             "study": study,
             "form": form,
@@ -77,26 +86,26 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
             "export_formats": EXPORT_FORMATS,
             "export_sync_max_rows": export_sync_max_rows(),
         }
-        if report:
-            plots = report_plots(report)
-            context |= {
-                "report": report,
-                "tables": report_tables(report),
-                "plots": plots,
-                "has_position_histograms": any(p.name.startswith("position-bias-") for p in plots),
+        if report is not None:
+            context |= report_page_context(report) | {
                 "csv_base": request.path + "tables/",
+                "plot_base": request.path + "plots/",
                 "followup_form": FollowupForm(study=study),
             }
         return render(
-            request, "leaderboard/study_analysis.html", context, status=200 if report else 400
+            request,
+            "leaderboard/study_analysis.html",
+            context,
+            status=200 if report is not None else 400,
         )
 
 
 class StudyAnalysisTableView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        _form, report = _report_for(request, study)
-        table = report_table(report, name) if report else None
+        _form, payload = _report_for(request, study)
+        report = _typed(payload)
+        table = report_table(report, name) if report is not None else None
         if table is None:
             raise Http404("No such table.")
         response = HttpResponse(table_to_csv(table), content_type="text/csv; charset=utf-8")
@@ -107,8 +116,9 @@ class StudyAnalysisTableView(ResearcherRequiredMixin, View):
 class StudyAnalysisPlotView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        _form, report = _report_for(request, study)
-        plot = report_plot(report, name) if report else None
+        _form, payload = _report_for(request, study)
+        report = _typed(payload)
+        plot = report_plot(report, name) if report is not None else None
         if plot is None:
             raise Http404("No such plot.")
         response = HttpResponse(plot.svg, content_type="image/svg+xml; charset=utf-8")
@@ -119,10 +129,10 @@ class StudyAnalysisPlotView(ResearcherRequiredMixin, View):
 class StudyAnalysisReportView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        _form, report = _report_for(request, study)
-        if not report:
+        _form, payload = _report_for(request, study)
+        if payload is None:
             raise Http404("The filters are not valid.")
-        response = HttpResponse(report_to_json(report), content_type="application/json")
+        response = HttpResponse(report_to_json(payload), content_type="application/json")
         response["Content-Disposition"] = (
             f'attachment; filename="{_filename(study, "agreement-report", "json")}"'
         )

@@ -21,8 +21,8 @@ from annotation.services.contrast import (
 )
 from annotation.services.pairs import first_ranked_answer
 from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
-from leaderboard.services.report_sections import people_majority
 from leaderboard.stats.consistency import DEFAULT_WINDOW, ContrastSelection, contrast_pairs_select
+from leaderboard.stats.majority import people_majority
 
 BEST_REASONS = {
     ContrastSet.Best.FIRST_RANKED: "no answer ranked first on its own (no rank or upvotes, or a "

@@ -39,8 +39,12 @@ def ndcg_at_k(
     "Learning to rank using gradient descent", ICML). AdvisorQA (Kim et al. 2024) scores its
     Plackett-Luce model with NDCG against upvote rankings.
 
-    Tied scores are broken by input order (the first listed ranks higher); ``k=None`` uses all
-    items. Degenerate input: NaN when there are no items or every gold relevance is 0 (IDCG 0).
+    Tie rule (the only one in Concord): items with equal scores share the mean discount of the
+    positions they span, positions past k discounting 0 (F. McSherry & M. Najork 2008, "Computing
+    information retrieval performance measures efficiently in the presence of tied scores", ECIR),
+    which equals the mean NDCG over every order of the tied items: ties neither help nor hurt.
+    ``k=None`` uses all items. Degenerate input: NaN when there are no items or every gold
+    relevance is 0 (IDCG 0).
     """
     s = np.asarray(scores, dtype=np.float64)
     rel = np.asarray(relevances, dtype=np.float64)
@@ -50,17 +54,26 @@ def ndcg_at_k(
         raise ValueError("k must be at least 1")
     if (rel < 0).any():
         raise ValueError("relevances must be non-negative")
-    depth = s.size if k is None else min(k, s.size)
+    n = s.size
+    depth = n if k is None else min(k, n)
     if depth == 0:
         return math.nan
     gains = rel if gain == "linear" else np.exp2(rel) - 1.0
-    discount = 1.0 / np.log2(np.arange(2, depth + 2))
-    order = np.argsort(-s, kind="stable")[:depth]
-    ideal = np.sort(gains)[::-1][:depth]
-    idcg = float((ideal * discount).sum())
+    discount = np.zeros(n)
+    discount[:depth] = 1.0 / np.log2(np.arange(2, depth + 2))
+    idcg = float((np.sort(gains)[::-1] * discount).sum())
     if idcg == 0.0:
         return math.nan
-    return float((gains[order] * discount).sum()) / idcg
+    order = np.argsort(-s, kind="stable")
+    sorted_scores, sorted_gains = s[order], gains[order]
+    # Runs of equal scores: each run's gains times the mean discount over its positions.
+    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
+    ends = np.r_[starts[1:], n]
+    dcg = sum(
+        float(sorted_gains[a:b].sum() * discount[a:b].mean())
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    )
+    return dcg / idcg
 
 
 def rank_correlation(

@@ -31,3 +31,12 @@ def cell(value: Any, column: str) -> str:
 def is_number(value: Any) -> bool:
     """True for numbers (right-aligned in tables)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@register.filter
+def column_label(column: str, groups: tuple[tuple[str, int], ...]) -> str:
+    """A column's header under a group row: "rating" for "human: rating" when the table has
+    column groups (the group row names the source)."""
+    if groups and ": " in column:
+        return column.split(": ", 1)[1]
+    return column

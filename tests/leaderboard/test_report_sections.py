@@ -30,12 +30,8 @@ from annotation.models import (
     Worker,
 )
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
-from leaderboard.services.report_sections import (
-    gold_orders,
-    gold_pair_kinds,
-    tie_aware_ndcg,
-    win_rates_from_votes,
-)
+from leaderboard.report.gold_order import gold_orders, gold_pair_kinds
+from leaderboard.report.win_rates import win_rates_from_votes
 from leaderboard.services.reports import (
     ReportParams,
     agreement_report_build,
@@ -270,7 +266,7 @@ def test_tie_aware_ndcg_is_the_mean_over_orders_of_the_tied_items(
     scores: list[float], gains: list[float]
 ) -> None:
     for k in (1, 2, 3, None):
-        assert tie_aware_ndcg(scores, gains, k) == pytest.approx(brute_ndcg(scores, gains, k))
+        assert ndcg_at_k(scores, gains, k) == pytest.approx(brute_ndcg(scores, gains, k))
 
 
 def test_gold_order_accuracy_and_ndcg_match_a_plain_computation(world: World) -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.template.loader import render_to_string
 
 from annotation.models import Study
-from leaderboard.presentation import report_plots, report_tables
+from leaderboard.report.document import report_from_payload
+from leaderboard.report.html import report_to_html
 from leaderboard.selectors import VoteFilters
 from leaderboard.services.reports import (
     ReportParams,
@@ -73,15 +73,7 @@ class Command(BaseCommand):
         elif options["format"] == "csv":
             data = report_to_csv(report)
         else:
-            data = render_to_string(
-                "leaderboard/report_standalone.html",
-                {
-                    "report": report,
-                    "study": study,
-                    "tables": report_tables(report),
-                    "plots": report_plots(report),
-                },
-            ).encode("utf-8")
+            data = report_to_html(report_from_payload(report), study=study)
         if options["output"] is None:
             self.stdout.write(data.decode("utf-8"), ending="")
         else:

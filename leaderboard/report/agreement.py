@@ -1,0 +1,434 @@
+"""Agreement: people with people, each judge with people, judges with each other (MT-Bench Table
+2), and the chance-corrected statistics (Fleiss' kappa, Krippendorff's alpha, Cohen's kappa
+against the people's majority, quadratic-weighted kappa of Likert scores).
+
+Its JSON spreads over the documented top-level keys ``counts``, ``human_vs_human``, ``judges`` and
+``judge_vs_judge`` (researchers' scripts read ``judges.<name>.vs_human.with_ties.agree``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from leaderboard.report.base import (
+    LABELS,
+    RenderContext,
+    ReportData,
+    ReportParams,
+    Section,
+    Table,
+    from_json,
+    to_json,
+)
+from leaderboard.stats.agreement import (
+    cohen_kappa,
+    fleiss_kappa,
+    krippendorff_alpha_from_long,
+)
+from leaderboard.stats.pairwise import (
+    AgreementCount,
+    bootstrap_agreement_ci,
+    pairwise_agreement,
+    pairwise_agreement_by_unit,
+)
+
+DEFINITION = (
+    "Vote-level agreement as in MT-Bench (Zheng et al. 2023, Table 2): a unit is (prompt, "
+    "unordered pair of answers, turn). A judge's single vote on a unit is compared with each human "
+    "vote on it; human vs human compares every unordered pair of votes on a unit by different "
+    "raters. with_ties (S1): tie is a class of its own; without_ties (S2): only comparisons where "
+    "neither side voted tie. A judge judged in both orders votes its verdict when the two agree "
+    "and tie when they do not. Majority level compares each source's majority label per unit (a "
+    "tied majority is a tie)."
+)
+RELIABILITY_NOTE = (
+    "Fleiss' kappa on the units with the most common number of votes (Fleiss 1971 needs the same "
+    "number of ratings per unit); Krippendorff's alpha on every unit with two or more votes; "
+    "Cohen's kappa of each judge against the people's majority label per unit; quadratic-weighted "
+    "kappa of Likert scores, vote by vote."
+)
+
+
+@dataclass(frozen=True)
+class Counts:
+    units: int
+    human_votes: int
+    human_raters: int
+    units_with_human_votes: int
+    judge_calls: int
+    human_labels: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Interval:
+    lower: float
+    upper: float
+
+
+@dataclass(frozen=True)
+class AgreementCI:
+    """Bootstrap percentile interval of the pooled agreement rate over units."""
+
+    with_ties: Interval
+    without_ties: Interval
+    confidence: float
+    rounds: int
+    units: int
+
+
+@dataclass(frozen=True)
+class TieCounts:
+    with_ties: AgreementCount
+    without_ties: AgreementCount
+
+
+@dataclass(frozen=True)
+class FleissResult:
+    kappa: float
+    units: int
+    votes_per_unit: int | None
+
+
+@dataclass(frozen=True)
+class AlphaResult:
+    nominal_preference: float
+    ordinal_likert: float | None
+
+
+@dataclass(frozen=True)
+class HumanVsHuman:
+    with_ties: AgreementCount
+    without_ties: AgreementCount
+    ci: AgreementCI
+    fleiss_kappa: FleissResult
+    krippendorff_alpha: AlphaResult
+
+
+@dataclass(frozen=True)
+class Kappa:
+    kappa: float
+    units: int
+
+
+@dataclass(frozen=True)
+class WeightedKappa:
+    kappa: float
+    weights: str
+    pairs: int
+
+
+@dataclass(frozen=True)
+class VsHuman:
+    with_ties: AgreementCount
+    without_ties: AgreementCount
+    ci: AgreementCI
+    majority: TieCounts | None
+    cohen_kappa_vs_majority: Kappa
+    weighted_kappa_likert: WeightedKappa
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    judge: str
+    kind: str
+    model_name: str
+    run_id: int
+    run_status: str
+    votes: int
+    labels: dict[str, int]
+    vs_human: VsHuman
+
+
+@dataclass(frozen=True)
+class JudgePair:
+    a: str
+    b: str
+    with_ties: AgreementCount
+    without_ties: AgreementCount
+
+
+@dataclass(frozen=True)
+class AgreementResult:
+    counts: Counts
+    human_vs_human: HumanVsHuman
+    judges: dict[str, JudgeAgreement]
+    judge_vs_judge: list[JudgePair]
+
+
+def _tie_counts(votes: pd.DataFrame, other: pd.DataFrame | None, level: str) -> TieCounts:
+    result = pairwise_agreement(votes, other, level=level, key="pair_id")  # type: ignore[arg-type]
+    return TieCounts(result.s1, result.s2)
+
+
+def _with_ci(
+    votes: pd.DataFrame, other: pd.DataFrame | None, params: ReportParams
+) -> tuple[AgreementCount, AgreementCount, AgreementCI]:
+    """Vote-level agreement and its bootstrap interval, from one count of the units."""
+    per_unit = pairwise_agreement_by_unit(votes, other, key="pair_id")
+    intervals = []
+    for suffix in ("s1", "s2"):
+        interval = bootstrap_agreement_ci(
+            per_unit[f"agree_{suffix}"].to_numpy(),
+            per_unit[f"total_{suffix}"].to_numpy(),
+            rounds=params.ci_rounds,
+            confidence=params.confidence,
+            seed=params.seed,
+        )
+        intervals.append(Interval(interval.lower, interval.upper))
+    ci = AgreementCI(intervals[0], intervals[1], params.confidence, params.ci_rounds, len(per_unit))
+    return (
+        AgreementCount.of(per_unit["agree_s1"].sum(), per_unit["total_s1"].sum()),
+        AgreementCount.of(per_unit["agree_s2"].sum(), per_unit["total_s2"].sum()),
+        ci,
+    )
+
+
+def _fleiss(human: pd.DataFrame) -> FleissResult:
+    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes.
+
+    The units x (A, B, tie) counts come from label codes per unit (votes without a label left
+    out), units in pair id order; the most common number of votes is the smallest on a tie."""
+    units, _ = pd.factorize(human["pair_id"], sort=True)
+    labels = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
+    known = labels >= 0
+    n_units = int(units.max()) + 1 if len(units) else 0
+    counts = np.bincount(
+        units[known] * len(LABELS) + labels[known], minlength=n_units * len(LABELS)
+    ).reshape(n_units, len(LABELS))
+    per_unit = counts.sum(axis=1)
+    rated = per_unit[per_unit >= 2]
+    if rated.size == 0:
+        return FleissResult(float("nan"), 0, None)
+    modal = int(np.bincount(rated).argmax())
+    table = counts[per_unit == modal]
+    return FleissResult(fleiss_kappa(table), len(table), modal)
+
+
+def _alpha(human: pd.DataFrame) -> AlphaResult:
+    nominal = krippendorff_alpha_from_long(human["pair_id"], human["label"], "nominal")
+    likert = human.dropna(subset=["likert"])
+    ordinal = (
+        krippendorff_alpha_from_long(
+            likert["pair_id"].to_numpy(), likert["likert"].astype(float).to_numpy(), "ordinal"
+        )
+        if not likert.empty
+        else None
+    )
+    return AlphaResult(nominal, ordinal)
+
+
+def _kappas(
+    judge: pd.DataFrame, human: pd.DataFrame, people: pd.Series
+) -> tuple[Kappa, WeightedKappa]:
+    """Cohen's kappa of the judge against the people's majority label, unit by unit, and the
+    quadratic-weighted kappa of canonical Likert scores vote by vote when both have them."""
+    # The judge's labels meet the people's majority by pair id, as label codes.
+    people_ids = people.index.to_numpy(dtype=np.int64)
+    judge_ids = judge["pair_id"].to_numpy(dtype=np.int64)
+    at = np.minimum(np.searchsorted(people_ids, judge_ids), max(len(people_ids) - 1, 0))
+    on = people_ids[at] == judge_ids if len(people_ids) else np.zeros(len(judge), dtype=bool)
+    units = int(on.sum())
+    kappa = (
+        cohen_kappa(
+            pd.Categorical(judge["label"], categories=LABELS).codes.astype(np.int64)[on],
+            pd.Categorical(people.to_numpy(), categories=LABELS).codes.astype(np.int64)[at[on]],
+            categories=range(len(LABELS)),
+        )
+        if units
+        else float("nan")
+    )
+    judged = judge.dropna(subset=["likert"])
+    rated = human.dropna(subset=["likert"])
+    weighted = float("nan")
+    n_weighted = 0
+    if not judged.empty and not rated.empty:
+        judge_pairs = judged["pair_id"].to_numpy()
+        order = np.argsort(judge_pairs, kind="stable")
+        sorted_pairs = judge_pairs[order]
+        if (sorted_pairs[1:] == sorted_pairs[:-1]).any():
+            raise ValueError("a judge source has two votes on one pair")
+        # Each person's vote meets the judge's one vote on the same pair.
+        human_pairs = rated["pair_id"].to_numpy()
+        at = np.minimum(np.searchsorted(sorted_pairs, human_pairs), len(sorted_pairs) - 1)
+        met = sorted_pairs[at] == human_pairs
+        # A judge's two orders may average to a half point; its vote is rounded half up.
+        judge_likert = judged["likert"].to_numpy(dtype=np.float64)[order][at[met]]
+        n_weighted = int(met.sum())
+        if n_weighted:
+            weighted = cohen_kappa(
+                np.floor(judge_likert + 0.5).astype(np.int64),
+                rated["likert"].to_numpy(dtype=np.float64)[met].astype(np.int64),
+                "quadratic",
+                categories=list(range(1, 9)),
+            )
+    return Kappa(kappa, units), WeightedKappa(weighted, "quadratic", n_weighted)
+
+
+def _labels(frame: pd.DataFrame) -> dict[str, int]:
+    return {label: int((frame["label"] == label).sum()) for label in LABELS}
+
+
+def agreement_compute(data: ReportData) -> AgreementResult:
+    """Every number of the agreement section from the report's frames."""
+    votes, params = data.votes, data.params
+    human = votes.human
+    counts = Counts(
+        units=len(votes.pairs),
+        human_votes=len(human),
+        human_raters=int(human["rater"].nunique()),
+        units_with_human_votes=int(human["pair_id"].nunique()),
+        judge_calls=len(votes.calls),
+        human_labels=_labels(human),
+    )
+    s1, s2, ci = _with_ci(human, None, params)
+    people = HumanVsHuman(s1, s2, ci, _fleiss(human), _alpha(human))
+    judges = {}
+    for source in votes.sources:
+        mine = data.frames[source.name]
+        s1, s2, ci = _with_ci(mine, human, params)
+        cohen, weighted = _kappas(mine, human, data.majority)
+        judges[source.name] = JudgeAgreement(
+            judge=source.judge_name,
+            kind=source.judge_kind,
+            model_name=source.model_name,
+            run_id=source.run_id,
+            run_status=source.status,
+            votes=len(mine),
+            labels=_labels(mine),
+            vs_human=VsHuman(
+                s1,
+                s2,
+                ci,
+                _tie_counts(mine, human, "majority") if len(mine) else None,
+                cohen,
+                weighted,
+            ),
+        )
+    pairs = []
+    for a, b in itertools.combinations(sorted(data.judge_names), 2):
+        both = _tie_counts(data.frames[a], data.frames[b], "vote")
+        pairs.append(JudgePair(a, b, both.with_ties, both.without_ties))
+    return AgreementResult(counts, people, judges, pairs)
+
+
+def _cells(count: AgreementCount | None) -> tuple[Any, Any, Any]:
+    if count is None:
+        return (None, None, None)
+    return (count.rate, count.agree, count.total)
+
+
+def _pair_cells(with_ties: AgreementCount, without_ties: AgreementCount) -> tuple[Any, ...]:
+    return (*_cells(with_ties), *_cells(without_ties))
+
+
+class AgreementSection(Section[AgreementResult]):
+    key = "agreement"
+    title = "Agreement"
+    definition = (
+        "How often two sources vote the same on a unit (prompt, pair of answers, turn), with and "
+        "without ties, and the same corrected for chance."
+    )
+    result_type = AgreementResult
+    json_keys = ("counts", "human_vs_human", "judges", "judge_vs_judge")
+
+    def compute(self, data: ReportData) -> AgreementResult:
+        return agreement_compute(data)
+
+    def payload_keys(self) -> tuple[str, ...]:
+        return self.json_keys
+
+    def dump(self, result: AgreementResult) -> dict[str, Any]:
+        return {key: to_json(getattr(result, key)) for key in self.json_keys}
+
+    def load(self, payload: Mapping[str, Any]) -> AgreementResult:
+        return from_json(AgreementResult, {key: payload[key] for key in self.json_keys})
+
+    def tables(self, result: AgreementResult, context: RenderContext) -> list[Table]:
+        people = result.human_vs_human
+        rows: list[tuple[Any, ...]] = [
+            ("human vs human", "vote", *_pair_cells(people.with_ties, people.without_ties))
+        ]
+        for name in sorted(result.judges):
+            vs = result.judges[name].vs_human
+            rows.append((f"{name} vs human", "vote", *_pair_cells(vs.with_ties, vs.without_ties)))
+            if vs.majority is not None:
+                rows.append(
+                    (
+                        f"{name} vs human",
+                        "majority",
+                        *_pair_cells(vs.majority.with_ties, vs.majority.without_ties),
+                    )
+                )
+        for pair in result.judge_vs_judge:
+            rows.append(
+                (f"{pair.a} vs {pair.b}", "vote", *_pair_cells(pair.with_ties, pair.without_ties))
+            )
+        agreement = Table(
+            "agreement",
+            "Agreement",
+            (
+                "comparison",
+                "level",
+                "with ties: rate",
+                "with ties: agree",
+                "with ties: total",
+                "without ties: rate",
+                "without ties: agree",
+                "without ties: total",
+            ),
+            tuple(rows),
+            note=context.definition,
+        )
+        fleiss, alpha = people.fleiss_kappa, people.krippendorff_alpha
+        fleiss_on = (
+            f"{fleiss.units} units with {fleiss.votes_per_unit} votes"
+            if fleiss.votes_per_unit is not None
+            else "no overlapping human votes"
+        )
+        reliability: list[tuple[Any, ...]] = [
+            ("human vs human", "Fleiss' kappa", fleiss.kappa, fleiss_on),
+            (
+                "human vs human",
+                "Krippendorff's alpha (nominal, preference)",
+                alpha.nominal_preference,
+                "",
+            ),
+            ("human vs human", "Krippendorff's alpha (ordinal, Likert)", alpha.ordinal_likert, ""),
+        ]
+        for name in sorted(result.judges):
+            vs = result.judges[name].vs_human
+            reliability.append(
+                (
+                    f"{name} vs human",
+                    "Cohen's kappa vs majority",
+                    vs.cohen_kappa_vs_majority.kappa,
+                    f"{vs.cohen_kappa_vs_majority.units} units",
+                )
+            )
+            reliability.append(
+                (
+                    f"{name} vs human",
+                    "weighted kappa (quadratic, Likert)",
+                    vs.weighted_kappa_likert.kappa,
+                    f"{vs.weighted_kappa_likert.pairs} vote pairs",
+                )
+            )
+        return [
+            agreement,
+            Table(
+                "reliability",
+                "Chance-corrected agreement",
+                ("comparison", "statistic", "value", "computed on"),
+                tuple(reliability),
+                note=RELIABILITY_NOTE,
+            ),
+        ]
+
+
+SECTION = AgreementSection()

@@ -1,0 +1,236 @@
+"""What every report section shares: its inputs, its tables and plots, and the contract a section
+module fulfils (:class:`Section`), with the one JSON serialisation of typed results.
+
+A section's result is a frozen dataclass whose fields are numbers, strings, booleans, None,
+lists, tuples, ``dict[str, ...]``, other such dataclasses (the ones of ``leaderboard.stats``
+included) and ``Literal`` values; a field whose JSON key is a Python keyword names it in its
+metadata (``field(metadata={"json": "with"})``). :func:`to_json` writes a result as JSON-ready
+values (floats with 10 significant digits, NaN and infinities as null) and :func:`from_json`
+reads it back into the same types (a null in a field typed ``float`` becomes NaN), so the page,
+the CSV and the HTML report work on typed results read from a stored snapshot, never on the
+payload's keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar, Generic, Literal, TypeVar, Union
+
+import numpy as np
+import pandas as pd
+
+from leaderboard.section_selectors import ReportExtras
+from leaderboard.selectors import StudyVotes
+
+HUMAN = "human"
+LABELS = ("A", "B", "tie")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    """Statistical parameters of a report (filters are separate)."""
+
+    seed: int = 0
+    ci_rounds: int = 1000
+    elo_rounds: int = 100
+    bt_rounds: int = 100
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """The inputs of every section's compute function, read once (no database access after).
+
+    frames: each source's votes (``human`` first, then each judge source by name), majority: each
+    pair's people's majority label (:func:`leaderboard.stats.majority.people_majority`).
+    """
+
+    votes: StudyVotes
+    extras: ReportExtras
+    params: ReportParams
+    frames: Mapping[str, pd.DataFrame]
+    majority: pd.Series
+
+    @property
+    def judge_names(self) -> list[str]:
+        """The judge sources' names, in the votes' order."""
+        return [s.name for s in self.votes.sources]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the page, with a stable name used in its CSV URL. Cells hold raw values."""
+
+    name: str
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    note: str = ""
+    # Column groups shown above the header, as (label, number of columns); empty for none.
+    groups: tuple[tuple[str, int], ...] = ()
+
+    def cells(self) -> list[list[tuple[Any, str]]]:
+        """Rows of (value, column name) pairs, for formatting by column."""
+        return [list(zip(row, self.columns, strict=True)) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One SVG plot of the page, with a stable name used in its download URL."""
+
+    name: str
+    title: str
+    svg: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RenderContext:
+    """What a section's tables and plots may know besides its own result."""
+
+    sources: tuple[str, ...]  # "human" first, then the judge sources sorted by name
+    definition: str  # the report's agreement definition
+
+    @property
+    def judges(self) -> tuple[str, ...]:
+        return tuple(s for s in self.sources if s != HUMAN)
+
+
+class Section(Generic[R]):
+    """One section of the report: a key (its anchor and, by default, its JSON key), a title, a
+    one-line definition, the result type, and how to compute, serialise and show it.
+
+    A section module defines a subclass and one instance; the registry lists the instance. The
+    defaults write the result under ``payload[key]``; a section whose JSON spreads over several
+    top-level keys (the agreement section, for the documented keys) overrides ``dump`` / ``load``.
+    """
+
+    key: ClassVar[str]
+    title: ClassVar[str]
+    definition: ClassVar[str]
+    result_type: ClassVar[type]
+    # A section whose compute mostly runs compiled code without Python's lock (the Elo kernel)
+    # is computed in a thread of its own beside the others.
+    releases_gil: ClassVar[bool] = False
+
+    def compute(self, data: ReportData) -> R:
+        raise NotImplementedError
+
+    def payload_keys(self) -> tuple[str, ...]:
+        """The top-level JSON keys the section writes."""
+        return (self.key,)
+
+    def tables(self, result: R, context: RenderContext) -> list[Table]:
+        return []
+
+    def plots(self, result: R, context: RenderContext) -> list[Plot]:
+        return []
+
+    def dump(self, result: R) -> dict[str, Any]:
+        """The section's part of the JSON payload, by top-level key."""
+        return {self.key: to_json(result)}
+
+    def load(self, payload: Mapping[str, Any]) -> R:
+        """The section's typed result, read back from a payload written by :meth:`dump`."""
+        return typing.cast(R, from_json(self.result_type, payload[self.key]))
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+def clean_number(value: float | np.floating[Any]) -> float | None:
+    """A float as the report writes it: 10 significant digits; NaN and infinities as None."""
+    number = float(value)
+    if not math.isfinite(number):
+        return None
+    return float(format(number, ".10g"))
+
+
+def to_json(value: Any) -> Any:
+    """A typed value as JSON-ready values with a fixed float format."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {json_name(f): to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        return clean_number(value)
+    if value is None or isinstance(value, str):
+        return value
+    if value is pd.NA:
+        return None
+    raise TypeError(f"cannot put {type(value).__name__} into a report")
+
+
+def json_name(field: dataclasses.Field[Any]) -> str:
+    """A field's JSON key: its name, or ``metadata={"json": ...}`` (for a Python keyword)."""
+    return str(field.metadata.get("json", field.name))
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_json(tp: Any, data: Any) -> Any:
+    """Read JSON-ready ``data`` back into the type ``tp`` (see the module docstring)."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return data
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(tp)
+        if data is None and type(None) in options:
+            return None
+        real = [o for o in options if o is not type(None)]
+        if len(real) == 1:
+            return from_json(real[0], data)
+        return data
+    if origin is Literal:
+        if data not in typing.get_args(tp):
+            raise ValueError(f"{data!r} is not one of {typing.get_args(tp)}")
+        return data
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{tp.__name__}: expected an object, got {type(data).__name__}")
+        hints = _hints(tp)
+        return tp(
+            **{
+                f.name: from_json(hints[f.name], data[json_name(f)])
+                for f in dataclasses.fields(tp)
+                if f.init and json_name(f) in data
+            }
+        )
+    if origin in (dict, Mapping):
+        key_type, value_type = typing.get_args(tp)
+        convert = int if key_type is int else str
+        return {convert(k): from_json(value_type, v) for k, v in data.items()}
+    if origin in (list, Sequence):
+        (item,) = typing.get_args(tp)
+        return [from_json(item, v) for v in data]
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_json(args[0], v) for v in data)
+        return tuple(from_json(a, v) for a, v in zip(args, data, strict=True))
+    if tp is float:
+        return math.nan if data is None else float(data)
+    if tp is int:
+        return int(data)
+    return data
+
+
+def rate_or_none(agree: int, total: int) -> float | None:
+    """agree / total, None without any comparison."""
+    return agree / total if total else None

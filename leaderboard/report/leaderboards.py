@@ -1,0 +1,214 @@
+"""Leaderboards: each source's ratings of the models (bootstrapped Elo with and without ties, as
+LMSYS computes it; Bradley-Terry on the Elo scale) and the rank correlation between sources."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from django.utils.text import slugify
+
+from leaderboard.plots import Series, bar_chart_svg
+from leaderboard.report.base import (
+    LABELS,
+    Plot,
+    RenderContext,
+    ReportData,
+    ReportParams,
+    Section,
+    Table,
+)
+from leaderboard.stats.correlation import Correlation
+from leaderboard.stats.ranking import RankCorrelation, rank_correlation
+from leaderboard.stats.ratings import bradley_terry, elo_bootstrap
+
+KINDS = (
+    ("bradley_terry", "bradley-terry", "Bradley-Terry (Elo scale, bootstrap 95% interval)"),
+    ("elo_with_ties", "elo-with-ties", "Elo (bootstrap median, 95% interval), ties as half a win"),
+    ("elo_without_ties", "elo-without-ties", "Elo (bootstrap median, 95% interval), ties left out"),
+)
+
+
+@dataclass(frozen=True)
+class ModelRating:
+    model: str
+    rating: float
+    lower: float | None
+    upper: float | None
+
+
+@dataclass(frozen=True)
+class Board:
+    battles: int
+    elo_with_ties: list[ModelRating]
+    elo_without_ties: list[ModelRating]
+    bradley_terry: list[ModelRating]
+
+
+@dataclass(frozen=True)
+class RankPair:
+    """The rank correlation of two sources' Bradley-Terry ratings over the models both rate."""
+
+    a: str
+    b: str
+    spearman: Correlation
+    kendall: Correlation
+    models: list[str]
+
+
+@dataclass(frozen=True)
+class LeaderboardsResult:
+    sources: dict[str, Board]
+    rank_correlation: list[RankPair]
+
+
+def battles_of(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
+    """A source's votes as battles (model_a, model_b, winner), ties kept or left out."""
+    rows = frame if ties else frame[frame["label"] != "tie"]
+    # A, B and tie map by their codes onto model_a, model_b and tie; a label outside A/B/tie
+    # stays missing.
+    labels = pd.Categorical(rows["label"], categories=LABELS)
+    winner = pd.Categorical.from_codes(labels.codes, categories=["model_a", "model_b", "tie"])
+    return pd.DataFrame(
+        {
+            "model_a": rows["system_a"].reset_index(drop=True),
+            "model_b": rows["system_b"].reset_index(drop=True),
+            "winner": winner,
+        }
+    )
+
+
+def _ratings(frame: pd.DataFrame) -> list[ModelRating]:
+    return [
+        ModelRating(str(row.model), row.rating, row.lower, row.upper)
+        for row in frame.itertuples(index=False)
+    ]
+
+
+def board_compute(frame: pd.DataFrame, params: ReportParams) -> Board:
+    """One source's leaderboards from its votes."""
+    with_ties, without_ties = battles_of(frame, ties=True), battles_of(frame, ties=False)
+    return Board(
+        battles=len(with_ties),
+        elo_with_ties=_ratings(
+            elo_bootstrap(with_ties, rounds=params.elo_rounds, seed=params.seed)
+        ),
+        elo_without_ties=_ratings(
+            elo_bootstrap(without_ties, rounds=params.elo_rounds, seed=params.seed)
+        ),
+        bradley_terry=_ratings(bradley_terry(with_ties, rounds=params.bt_rounds, seed=params.seed)),
+    )
+
+
+def leaderboards_compute(data: ReportData) -> LeaderboardsResult:
+    boards = {name: board_compute(frame, data.params) for name, frame in data.frames.items()}
+    ratings = {
+        name: {r.model: r.rating for r in board.bradley_terry} for name, board in boards.items()
+    }
+    pairs = []
+    for a, b in itertools.combinations(sorted(boards), 2):
+        rc: RankCorrelation = rank_correlation(ratings[a], ratings[b])
+        pairs.append(RankPair(a, b, rc.spearman, rc.kendall, list(rc.models)))
+    return LeaderboardsResult(boards, pairs)
+
+
+class LeaderboardsSection(Section[LeaderboardsResult]):
+    key = "leaderboards"
+    title = "Leaderboards"
+    definition = (
+        "Each source's ratings of the models from its votes as battles: Bradley-Terry on the Elo "
+        "scale, online Elo with ties as half a win and with ties left out (bootstrap median and "
+        "95% interval); rank 1 is the best; the rank correlations compare sources."
+    )
+    result_type = LeaderboardsResult
+    releases_gil = True
+
+    def compute(self, data: ReportData) -> LeaderboardsResult:
+        return leaderboards_compute(data)
+
+    def tables(self, result: LeaderboardsResult, context: RenderContext) -> list[Table]:
+        sources = [s for s in context.sources if s in result.sources]
+        tables = []
+        for kind, name, title in KINDS:
+            by_source = {s: getattr(result.sources[s], kind) for s in sources}
+            ranked = {
+                s: {r.model: (i, r) for i, r in enumerate(rows, 1)} for s, rows in by_source.items()
+            }
+            # Models in the order of the first source that rates them (people first).
+            models: list[str] = []
+            for source in sources:
+                models += [r.model for r in by_source[source] if r.model not in models]
+            rows_out = []
+            for model in models:
+                row: list[Any] = [model]
+                for source in sources:
+                    rank, rating = ranked[source].get(model, (None, None))
+                    row += (
+                        [rating.rating, rating.lower, rating.upper, rank]
+                        if rating is not None
+                        else [None, None, None, None]
+                    )
+                rows_out.append(tuple(row))
+            columns = ["model"]
+            for source in sources:
+                columns += [f"{source}: {c}" for c in ("rating", "lower", "upper", "rank")]
+            tables.append(
+                Table(
+                    name,
+                    title,
+                    tuple(columns),
+                    tuple(rows_out),
+                    groups=(("", 1), *((source, 4) for source in sources)),
+                )
+            )
+        tables.append(
+            Table(
+                "rank-correlation",
+                "Rank correlation between leaderboards (Bradley-Terry ratings)",
+                ("a", "b", "spearman rho", "kendall tau", "models"),
+                tuple(
+                    (r.a, r.b, r.spearman.estimate, r.kendall.estimate, len(r.models))
+                    for r in result.rank_correlation
+                ),
+            )
+        )
+        return tables
+
+    def plots(self, result: LeaderboardsResult, context: RenderContext) -> list[Plot]:
+        plots = []
+        for source in context.sources:
+            board = result.sources.get(source)
+            rows = board.elo_with_ties if board else []
+            if not rows:
+                continue
+            title = f"Elo with ties: {source}"
+            ratings = [r.rating for r in rows]
+            lows = [r.lower for r in rows if r.lower is not None]
+            highs = [r.upper for r in rows if r.upper is not None]
+            plots.append(
+                Plot(
+                    f"elo-{slugify(source)}",
+                    title,
+                    bar_chart_svg(
+                        title=title,
+                        categories=[r.model for r in rows],
+                        series=[
+                            Series(
+                                name=source,
+                                values=ratings,
+                                lower=[r.lower for r in rows],
+                                upper=[r.upper for r in rows],
+                            )
+                        ],
+                        y_label="rating",
+                        y_min=min([*ratings, *lows]) - 50,
+                        y_max=max([*ratings, *highs]) + 50,
+                    ),
+                )
+            )
+        return plots
+
+
+SECTION = LeaderboardsSection()

@@ -1,0 +1,169 @@
+"""Length bias: whether people and judges prefer the longer answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from leaderboard.plots import Series, bar_chart_svg
+from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
+from leaderboard.stats.bias import length_bias
+from leaderboard.stats.correlation import Correlation, correlation
+from leaderboard.stats.proportion import Proportion
+
+NO_TEXTS = "no answer texts"
+DEFINITION = (
+    "Length of an answer: characters of its text at the judged turn. prefers_longer: among votes "
+    "on pairs where both answers have text and differ in length, and that are not ties, the share "
+    "naming the longer answer (Wilson interval). correlation_preference: Spearman between "
+    "len(B) - len(A) and the vote (A = -1, tie = 0, B = +1), ties included; correlation_likert: "
+    "Spearman between len(B) - len(A) and the canonical Likert score (8 = B much better). "
+    "Positive means longer answers are preferred."
+)
+NO_TEXTS_NOTE = (
+    "No answer texts: the answers in this selection have no text at the judged turn (imported "
+    "labels only), so length bias cannot be measured."
+)
+
+
+@dataclass(frozen=True)
+class SourceLength:
+    votes: int
+    ties: int
+    prefers_longer: Proportion
+    correlation_preference: Correlation
+    correlation_likert: Correlation
+
+
+@dataclass(frozen=True)
+class LengthBiasResult:
+    has_answer_texts: bool
+    status: str | None
+    pairs_with_texts: int
+    definition: str
+    sources: dict[str, SourceLength | None]
+
+
+def _source(frame: pd.DataFrame, lengths: pd.DataFrame, confidence: float) -> SourceLength:
+    merged = frame[["pair_id", "label", "likert"]].merge(
+        lengths[["pair_id", "len_a", "len_b"]], on="pair_id", how="inner"
+    )
+    merged = merged[(merged["len_a"] > 0) & (merged["len_b"] > 0)]
+    bias = length_bias(
+        merged["len_a"].to_numpy(),
+        merged["len_b"].to_numpy(),
+        merged["label"],
+        confidence=confidence,
+    )
+    diff = (merged["len_b"] - merged["len_a"]).to_numpy(dtype=np.float64)
+    likert = merged["likert"].astype("float64").to_numpy()
+    return SourceLength(
+        votes=len(merged),
+        ties=int((merged["label"] == "tie").sum()),
+        prefers_longer=bias.prefers_longer,
+        correlation_preference=bias.correlation,
+        correlation_likert=correlation(diff, likert, "spearman", confidence=confidence),
+    )
+
+
+def length_bias_compute(data: ReportData) -> LengthBiasResult:
+    """Per source: share preferring the longer answer and correlation with the length gap."""
+    lengths = data.extras.lengths
+    with_text = lengths[(lengths["len_a"] > 0) & (lengths["len_b"] > 0)]
+    has_texts = not with_text.empty
+    confidence = data.params.confidence
+    return LengthBiasResult(
+        has_answer_texts=has_texts,
+        status=None if has_texts else NO_TEXTS,
+        pairs_with_texts=len(with_text),
+        definition=DEFINITION,
+        sources={
+            name: _source(frame, with_text, confidence) if has_texts else None
+            for name, frame in data.frames.items()
+        },
+    )
+
+
+class LengthBiasSection(Section[LengthBiasResult]):
+    key = "length_bias"
+    title = "Length bias"
+    definition = "Whether a source's decisive votes favour the longer of the two answers."
+    result_type = LengthBiasResult
+
+    def compute(self, data: ReportData) -> LengthBiasResult:
+        return length_bias_compute(data)
+
+    def tables(self, result: LengthBiasResult, context: RenderContext) -> list[Table]:
+        rows: list[tuple[Any, ...]] = []
+        for source in context.sources:
+            entry = result.sources.get(source)
+            if entry is None:
+                rows.append((source, result.status or "no votes", *([None] * 6)))
+                continue
+            longer = entry.prefers_longer
+            rows.append(
+                (
+                    source,
+                    "",
+                    longer.share,
+                    longer.lower,
+                    longer.upper,
+                    longer.total,
+                    entry.correlation_preference.estimate,
+                    entry.correlation_likert.estimate,
+                )
+            )
+        return [
+            Table(
+                "length-bias",
+                "Length bias",
+                (
+                    "source",
+                    "status",
+                    "prefers longer: share",
+                    "lower",
+                    "upper",
+                    "decisive votes with a length gap",
+                    "spearman (vote vs length gap)",
+                    "spearman (Likert vs length gap)",
+                ),
+                tuple(rows),
+                note=result.definition if result.has_answer_texts else NO_TEXTS_NOTE,
+            )
+        ]
+
+    def plots(self, result: LengthBiasResult, context: RenderContext) -> list[Plot]:
+        if not result.has_answer_texts:
+            return []
+        entries = [(s, result.sources.get(s)) for s in context.sources]
+        shown = [(s, e) for s, e in entries if e is not None and e.prefers_longer.total]
+        if not shown:
+            return []
+        title = "Share of decisive votes preferring the longer answer"
+        return [
+            Plot(
+                "length-bias",
+                title,
+                bar_chart_svg(
+                    title=title,
+                    categories=[s for s, _ in shown],
+                    series=[
+                        Series(
+                            name="prefers longer",
+                            values=[e.prefers_longer.share for _, e in shown],
+                            lower=[e.prefers_longer.lower for _, e in shown],
+                            upper=[e.prefers_longer.upper for _, e in shown],
+                        )
+                    ],
+                    y_label="share",
+                    y_min=0.0,
+                    y_max=1.0,
+                ),
+            )
+        ]
+
+
+SECTION = LengthBiasSection()

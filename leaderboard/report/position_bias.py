@@ -1,0 +1,207 @@
+"""Position bias: whether people and judges favour the answer shown first (the H4 study's
+histogram of shown Likert scores; Zheng et al. 2023, section 3.3, for the flip rate)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.utils.text import slugify
+
+from leaderboard.plots import histogram_svg
+from leaderboard.report.base import (
+    HUMAN,
+    LABELS,
+    Plot,
+    RenderContext,
+    ReportData,
+    Section,
+    Table,
+    from_json,
+    to_json,
+)
+from leaderboard.selectors import CALL_ORDERS, rows_of_run
+from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.proportion import Proportion, wilson_interval
+
+NO_HISTOGRAM = (
+    "No position-bias histogram: no shown Likert scores are recorded in this selection (imported "
+    "preferences carry neither a score nor the order shown)."
+)
+
+
+@dataclass(frozen=True)
+class HumanBias:
+    histogram: dict[int, int] | None
+    prefers_first: Proportion
+    judgments_with_order: int
+
+
+@dataclass(frozen=True)
+class JudgeBias:
+    histogram: dict[int, int] | None
+    prefers_first: Proportion
+    flip_rate: Proportion | None
+    calls_with_order: int
+
+
+@dataclass(frozen=True)
+class PositionBiasResult:
+    human: HumanBias
+    judges: dict[str, JudgeBias]
+
+
+def _human_bias(human: pd.DataFrame, confidence: float) -> HumanBias:
+    """People's position bias: shown scores and the share choosing the answer shown first."""
+    shown = human.dropna(subset=["likert_shown"])
+    histogram = None
+    if not shown.empty:
+        histogram = position_bias(
+            shown["likert_shown"].astype(int).to_numpy(), confidence=confidence
+        ).histogram
+    known = human[human["shown_first"].notna() & (human["label"] != "tie")]
+    first = int((known["label"] == known["shown_first"]).sum())
+    return HumanBias(
+        histogram=histogram,
+        prefers_first=wilson_interval(first, len(known), confidence),
+        judgments_with_order=int(human["shown_first"].notna().sum()),
+    )
+
+
+def _judge_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
+    """Position bias of one judge run from its calls: the histogram of shown scores, the share
+    of decisive verdicts for the answer shown first, and the flip rate over the pairs judged in
+    both orders (each order's first verdict on the pair, in the calls' order). Works on the codes
+    of the order and label columns rather than on their text."""
+    order = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes.astype(np.int64)
+    label = pd.Categorical(calls["label"], categories=LABELS).codes.astype(np.int64)
+    # "ab" (0) or "ba" (1): the calls that showed one answer first.
+    one_order = (order == 0) | (order == 1)
+    shown = calls["likert_shown"].to_numpy(dtype=np.float64)
+    with_shown = one_order & ~np.isnan(shown)
+    histogram = None
+    if with_shown.any():
+        histogram = position_bias(shown[with_shown].astype(int), confidence=confidence).histogram
+    # Not a tie (a missing label counts, and never for the first answer); the first-shown answer
+    # is A (code 0) in order "ab" (0) and B (1) in "ba" (1).
+    decisive = one_order & (label != LABELS.index("tie"))
+    first = int((decisive & (label == order)).sum())
+    # Each (pair, order)'s first labelled call, in the calls' order: a stable sort by pair and
+    # order (a no-op on calls in calls_sort's order), then the first row of each run of keys.
+    labelled = np.flatnonzero(one_order & (label >= 0))
+    key = calls["pair_id"].to_numpy(dtype=np.int64)[labelled] * 2 + order[labelled]
+    if len(key) > 1 and (key[1:] < key[:-1]).any():
+        resorted = np.argsort(key, kind="stable")
+        labelled, key = labelled[resorted], key[resorted]
+    heads = np.ones(len(key), dtype=bool)
+    heads[1:] = key[1:] != key[:-1]
+    key, head_label = key[heads], label[labelled[heads]]
+    # A pair judged in both orders has its "ab" key right before its "ba" key.
+    both = (key[:-1] % 2 == 0) & (key[1:] == key[:-1] + 1)
+    flips = None
+    if both.any():
+        names = np.array(LABELS)
+        flips = flip_rate(
+            names[head_label[:-1][both]], names[head_label[1:][both]], confidence=confidence
+        )
+    return JudgeBias(
+        histogram=histogram,
+        prefers_first=wilson_interval(first, int(decisive.sum()), confidence),
+        flip_rate=flips,
+        calls_with_order=int(one_order.sum()),
+    )
+
+
+class PositionBiasSection(Section[PositionBiasResult]):
+    key = "position_bias"
+    title = "Position bias"
+    definition = (
+        "Share of decisive votes for the answer shown first (an unbiased rater: about half), and "
+        "how often a judge changes its verdict when the order is swapped."
+    )
+    result_type = PositionBiasResult
+
+    def compute(self, data: ReportData) -> PositionBiasResult:
+        confidence = data.params.confidence
+        return PositionBiasResult(
+            human=_human_bias(data.votes.human, confidence),
+            judges={
+                s.name: _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence)
+                for s in data.votes.sources
+            },
+        )
+
+    def dump(self, result: PositionBiasResult) -> dict[str, Any]:
+        return {self.key: {HUMAN: to_json(result.human), **to_json(result.judges)}}
+
+    def load(self, payload: Mapping[str, Any]) -> PositionBiasResult:
+        part = dict(payload[self.key])
+        human = part.pop(HUMAN)
+        return from_json(PositionBiasResult, {"human": human, "judges": part})
+
+    def _rows(self, result: PositionBiasResult, context: RenderContext) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = []
+        for source in context.sources:
+            first = result.human.prefers_first if source == HUMAN else None
+            flips = None
+            if source != HUMAN:
+                judge = result.judges[source]
+                first, flips = judge.prefers_first, judge.flip_rate
+            assert first is not None
+            rows.append(
+                (
+                    source,
+                    first.share,
+                    first.lower,
+                    first.upper,
+                    first.total,
+                    flips.share if flips else None,
+                    flips.total if flips else None,
+                )
+            )
+        return rows
+
+    def tables(self, result: PositionBiasResult, context: RenderContext) -> list[Table]:
+        histograms = [result.human.histogram, *(j.histogram for j in result.judges.values())]
+        return [
+            Table(
+                "position-bias",
+                "Position bias",
+                (
+                    "source",
+                    "prefers first shown",
+                    "lower",
+                    "upper",
+                    "decisive judgments with order",
+                    "flip rate",
+                    "pairs in both orders",
+                ),
+                tuple(self._rows(result, context)),
+                note="" if any(histograms) else NO_HISTOGRAM,
+            )
+        ]
+
+    def plots(self, result: PositionBiasResult, context: RenderContext) -> list[Plot]:
+        plots = []
+        for source in context.sources:
+            histogram = (
+                result.human.histogram if source == HUMAN else result.judges[source].histogram
+            )
+            if histogram:
+                title = f"Shown scores 1-8: {source}"
+                plots.append(
+                    Plot(
+                        f"position-bias-{slugify(source)}",
+                        title,
+                        histogram_svg(
+                            title=title, counts={str(k): v for k, v in histogram.items()}
+                        ),
+                    )
+                )
+        return plots
+
+
+SECTION = PositionBiasSection()

@@ -1,0 +1,189 @@
+"""Rationales: which of the seven values people cite for the better answer (AdvisorQA, Kim et al.
+2024, Fig. 4), overall, by category, and where two judges disagree and the people side with one."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from leaderboard.plots import Series, bar_chart_svg
+from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
+from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
+
+DEFINITION = (
+    "Judgments that cite at least one of the seven values; count = judgments citing the value, "
+    "share = count / judgments, share_of_mentions = count / all citations. Judge disagreement: "
+    "for judges X and Y, the pairs where their votes differ and the people's majority (a unique "
+    "most common label, A or B) equals X's vote; the values are those cited by the people who "
+    "voted with the majority."
+)
+
+
+@dataclass(frozen=True)
+class ValueShare:
+    value: str
+    count: int
+    share: float | None
+    share_of_mentions: float | None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    judgments: int
+    unknown_mentions: int
+    values: list[ValueShare]
+
+
+@dataclass(frozen=True)
+class CategoryDistribution(Distribution):
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class Disagreement(Distribution):
+    with_: str = field(default="", metadata={"json": "with"})
+    against: str = ""
+    pairs: int = 0
+
+
+@dataclass(frozen=True)
+class RationaleResult:
+    definition: str
+    value_keys: list[str]
+    overall: Distribution
+    by_category: list[CategoryDistribution]
+    judge_disagreement: list[Disagreement]
+
+
+def distribution(selections: Iterable[Sequence[str]]) -> Distribution:
+    """How often each of the seven values is cited; unknown keys are counted and left out."""
+    kept: list[list[str]] = []
+    unknown = 0
+    for selection in selections:
+        known = [v for v in selection if v in SEVEN_VALUES]
+        unknown += len(set(selection)) - len(set(known))
+        kept.append(known)
+    table = rationale_distribution(kept)
+    return Distribution(
+        judgments=len(kept),
+        unknown_mentions=unknown,
+        values=[
+            ValueShare(str(row.value), int(row.count), row.share, row.share_of_mentions)
+            for row in table.itertuples(index=False)
+        ],
+    )
+
+
+def rationale_compute(data: ReportData) -> RationaleResult:
+    votes = data.votes
+    values = data.extras.values
+    category_of = votes.pairs.set_index("pair_id")["category"]
+    values = values[values["pair_id"].isin(category_of.index)]
+    by_category = []
+    if not values.empty:
+        categories = category_of.reindex(values["pair_id"]).to_numpy()
+        for category in sorted(set(categories.tolist())):
+            d = distribution(values[categories == category]["values"])
+            by_category.append(CategoryDistribution(**vars(d), category=str(category)))
+    majority = data.majority
+    judge_votes = {s: data.frames[s].set_index("pair_id")["label"] for s in data.judge_names}
+    # A run without votes (a reward model's scores only) cannot disagree with anyone.
+    judge_votes = {name: labels for name, labels in judge_votes.items() if len(labels)}
+    disagreement = []
+    for x, y in itertools.permutations(sorted(judge_votes), 2):
+        vx, vy = judge_votes[x], judge_votes[y]
+        both = vx.index.intersection(vy.index).intersection(majority.index)
+        side = majority.loc[both]
+        chosen = both[
+            (
+                (vx.loc[both] != vy.loc[both]) & (side == vx.loc[both]) & side.isin(["A", "B"])
+            ).to_numpy()
+        ]
+        wanted = majority.loc[chosen]
+        mine = values[values["pair_id"].isin(chosen)]
+        mine = mine[mine["label"].to_numpy() == wanted.reindex(mine["pair_id"]).to_numpy()]
+        d = distribution(mine["values"])
+        disagreement.append(Disagreement(**vars(d), with_=x, against=y, pairs=len(chosen)))
+    return RationaleResult(
+        definition=DEFINITION,
+        value_keys=list(SEVEN_VALUES),
+        overall=distribution(values["values"]),
+        by_category=by_category,
+        judge_disagreement=disagreement,
+    )
+
+
+def _rows(scope: str, entry: Distribution) -> list[tuple[Any, ...]]:
+    return [(scope, row.value, entry.judgments, row.count, row.share) for row in entry.values]
+
+
+def _shares(name: str, entry: Distribution) -> Series:
+    return Series(name=name, values=[row.share for row in entry.values])
+
+
+class RationaleSection(Section[RationaleResult]):
+    key = "rationale"
+    title = "Values cited for the better answer"
+    definition = "Which of the seven values people name as the reason the better answer wins."
+    result_type = RationaleResult
+
+    def compute(self, data: ReportData) -> RationaleResult:
+        return rationale_compute(data)
+
+    def tables(self, result: RationaleResult, context: RenderContext) -> list[Table]:
+        rows = _rows("overall", result.overall)
+        for entry in result.by_category:
+            rows += _rows(f"category {entry.category}", entry)
+        for d in result.judge_disagreement:
+            rows += _rows(f"people side with {d.with_} against {d.against} ({d.pairs} pairs)", d)
+        return [
+            Table(
+                "rationale",
+                "Values cited for the better answer",
+                ("scope", "value", "judgments", "count", "citing share"),
+                tuple(rows) if result.overall.judgments else (),
+                note=result.definition,
+            )
+        ]
+
+    def plots(self, result: RationaleResult, context: RenderContext) -> list[Plot]:
+        if not result.overall.judgments:
+            return []
+        keys = result.value_keys
+        series = [_shares("overall", result.overall)]
+        series += [
+            _shares(f"with {d.with_} vs {d.against}", d)
+            for d in result.judge_disagreement
+            if d.judgments
+        ]
+        title = "Values cited for the better answer (share of judgments)"
+        plots = [
+            Plot(
+                "rationale",
+                title,
+                bar_chart_svg(
+                    title=title, categories=keys, series=series, y_label="share", y_min=0.0
+                ),
+            )
+        ]
+        if len(result.by_category) > 1:
+            title = "Values cited by category (share of judgments)"
+            plots.append(
+                Plot(
+                    "rationale-by-category",
+                    title,
+                    bar_chart_svg(
+                        title=title,
+                        categories=keys,
+                        series=[_shares(e.category, e) for e in result.by_category],
+                        y_label="share",
+                        y_min=0.0,
+                    ),
+                )
+            )
+        return plots
+
+
+SECTION = RationaleSection()

@@ -1,0 +1,40 @@
+"""The report's sections, in the order the page, the JSON, the CSV and HTML reports and the docs
+show them. Adding a section is one module in this package (a :class:`Section` subclass and its
+``SECTION`` instance) and one line here; see docs/analysis.md, "Adding a section"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leaderboard.report import (
+    agreement,
+    gold,
+    gold_order,
+    leaderboards,
+    length_bias,
+    per_category,
+    position_bias,
+    rationale,
+    win_rates,
+)
+from leaderboard.report.base import Section
+
+SECTIONS: tuple[Section[Any], ...] = (
+    agreement.SECTION,
+    per_category.SECTION,
+    position_bias.SECTION,
+    gold.SECTION,
+    leaderboards.SECTION,
+    length_bias.SECTION,
+    rationale.SECTION,
+    gold_order.SECTION,
+    win_rates.SECTION,
+)
+
+
+def section_get(key: str) -> Section[Any]:
+    """The registered section with that key."""
+    for section in SECTIONS:
+        if section.key == key:
+            return section
+    raise KeyError(f"no report section {key!r}")
