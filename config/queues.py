@@ -10,5 +10,7 @@ class Queue(StrEnum):
 
     DEFAULT = "default"
     LLM_JUDGE = "llm_judge"
+    # The judge reconciler alone, so that it never waits behind a backlog of judge calls.
+    JUDGE_RECONCILE = "judge_reconcile"
     REWARD_MODEL = "reward_model"
     ANALYSIS = "analysis"

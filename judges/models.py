@@ -117,6 +117,17 @@ class JudgeRun(models.Model):
     )
     seed = models.BigIntegerField(default=0)
     note = models.TextField(blank=True)
+    # The budget's running total, written in the same transaction as each call's cost (so it can
+    # never drift from the rows), so that checking the budget before a call is one row read.
+    spent_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    # Estimated price of requests that may have been paid without their reply being recorded
+    # (a worker killed mid-request, a reply lost with its database connection); the budget counts
+    # it. The count is the sum of the calls' `unrecorded_requests`.
+    exposure_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    # Why the run's calls cannot make progress (the rate limiter's Redis unreachable, the broker
+    # down), and since when; cleared when a call of the run is recorded again.
+    stall_reason = models.TextField(blank=True)
+    stall_since = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -182,7 +193,14 @@ class JudgeCall(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     model_version_reported = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Running: when the worker's claim runs out. Pending: when the reconciler may send it again.
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by each claim; a worker writes to the call only while the row still carries its token.
+    lease_token = models.CharField(max_length=32, blank=True)
+    # No claim before this time (the API's Retry-After, or the backoff after a transient error).
+    not_before = models.DateTimeField(null=True, blank=True)
+    # Requests sent for this call whose reply was never recorded: each may have been paid.
+    unrecorded_requests = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

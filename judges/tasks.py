@@ -2,8 +2,10 @@
 
 Every task has a stable explicit name, takes ids only, acknowledges late and is rejected (so
 redelivered) when its worker dies. Results are not stored: the call rows are the record. They
-are routed by CELERY_TASK_ROUTES in the settings: LLM calls to the llm_judge queue, PL training
-and scoring to the reward_model queue.
+are routed by CELERY_TASK_ROUTES in the settings: LLM calls and fan-out to the llm_judge queue,
+the calls' reconciler to judge_reconcile, PL training and scoring to the reward_model queue. A
+dropped database connection is the one error the call tasks retry here (the services retry their
+own writes first; what is left is safe to run again).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
 from judges.reward.scoring import pl_run_execute
 from judges.reward.services import pl_training_execute
@@ -23,9 +26,15 @@ TASK_OPTIONS: dict[str, Any] = {
     "reject_on_worker_lost": True,
     "ignore_result": True,
 }
+DB_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+}
 
 
-@shared_task(name="judges.call_execute", bind=True, max_retries=None, **TASK_OPTIONS)
+@shared_task(name="judges.call_execute", bind=True, max_retries=None, **TASK_OPTIONS, **DB_RETRY)
 def call_execute(self: Any, call_id: int) -> str:
     """Make one judge call; retry later when the service says a transient error allows it."""
     outcome = judge_call_execute(call_id=call_id)
@@ -34,7 +43,7 @@ def call_execute(self: Any, call_id: int) -> str:
     return outcome.status
 
 
-@shared_task(name="judges.run_fan_out", **TASK_OPTIONS)
+@shared_task(name="judges.run_fan_out", max_retries=20, **TASK_OPTIONS, **DB_RETRY)
 def run_fan_out(run_id: int, after_call_id: int) -> None:
     """Queue one chunk of a run's calls, then the next chunk as a task of its own."""
     last = judge_run_fan_out(run_id=run_id, after_call_id=after_call_id)
@@ -44,7 +53,7 @@ def run_fan_out(run_id: int, after_call_id: int) -> None:
 
 @shared_task(name="judges.calls_reconcile", **TASK_OPTIONS)
 def calls_reconcile() -> int:
-    """Queue again calls stuck past their lease (run by Celery beat)."""
+    """Queue again calls stuck past their lease or lost with their message (run by beat)."""
     return judge_calls_reconcile()
 
 

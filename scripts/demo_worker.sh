@@ -8,7 +8,7 @@ var="${CONCORD_VAR_DIR:-var}"
 mkdir -p "$var"
 export DJANGO_SETTINGS_MODULE=config.settings.demo
 exec .venv/bin/celery -A config worker \
-  -Q default,llm_judge,reward_model,analysis \
+  -Q default,llm_judge,judge_reconcile,reward_model,analysis \
   --pool=solo --loglevel=INFO \
   --beat --schedule="$var/celerybeat-schedule" \
   --without-gossip --without-mingle --without-heartbeat

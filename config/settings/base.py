@@ -176,11 +176,20 @@ LOGGING = {
 CONCORD_JUDGE_HOST_ALLOWLIST: list[str] = env.list(
     "CONCORD_JUDGE_HOST_ALLOWLIST", default=["api.openai.com", "127.0.0.1", "localhost"]
 )
-# Seconds a claimed call may run before the reconciler hands it to another worker. It must
-# exceed the HTTP timeout, so a live call is never handed out twice.
+# The total deadline of one request to a judge's API, from connecting to the last byte of the
+# reply (not a limit per read: a reply trickled slowly is cut off at this time too).
 CONCORD_JUDGE_TIMEOUT_SECONDS: float = env.float("CONCORD_JUDGE_TIMEOUT_SECONDS", default=60.0)
+# Seconds a claimed call may run before the reconciler hands it to another worker. It must
+# exceed the request's deadline (checked at start, judges.checks), so a live call is never
+# handed out twice; what is left after the deadline is the time to record the reply.
 CONCORD_JUDGE_LEASE_SECONDS: int = env.int("CONCORD_JUDGE_LEASE_SECONDS", default=180)
-# Seconds a pending call may wait for its message before the reconciler sends another one.
+# A message that comes this many seconds or less before its call's retry time waits for it;
+# one that comes earlier is a duplicate and is dropped.
+CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS: float = env.float(
+    "CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS", default=2.0
+)
+# Seconds a pending call may wait for its message before the reconciler sends another one (and
+# then only once the judge queue is empty: see docs/judges.md, "The reconciler").
 CONCORD_JUDGE_PENDING_GRACE_SECONDS: int = env.int(
     "CONCORD_JUDGE_PENDING_GRACE_SECONDS", default=1800
 )
@@ -199,7 +208,7 @@ CONCORD_JUDGE_FAN_OUT_CHUNK: int = env.int("CONCORD_JUDGE_FAN_OUT_CHUNK", defaul
 CELERY_TASK_ROUTES = {
     "judges.call_execute": {"queue": "llm_judge"},
     "judges.run_fan_out": {"queue": "llm_judge"},
-    "judges.calls_reconcile": {"queue": "llm_judge"},
+    "judges.calls_reconcile": {"queue": "judge_reconcile"},
     "judges.pl_train": {"queue": "reward_model"},
     "judges.pl_score_run": {"queue": "reward_model"},
     "judges.pl_trainings_reconcile": {"queue": "reward_model"},
@@ -211,6 +220,9 @@ CELERY_BEAT_SCHEDULE = {
     "judges-calls-reconcile": {
         "task": "judges.calls_reconcile",
         "schedule": CONCORD_JUDGE_RECONCILE_SECONDS,
+        # A reconciler message nobody took before the next one is due is dropped, so copies
+        # never pile up behind a stopped worker and run at once.
+        "options": {"expires": CONCORD_JUDGE_RECONCILE_SECONDS},
     },
     # Reservations stop counting at their expiry anyway; this brings their stored status in line.
     "annotation-assignments-expire": {"task": "annotation.assignments_expire", "schedule": 60.0},

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore2
+import httpx2
 import openai
 from django.conf import settings
 
@@ -43,6 +45,7 @@ class ChatReply:
     model_reported: str
     latency_ms: int
     refusal: bool = False
+    refusal_reason: str = ""
 
 
 def base_url_check(base_url: str) -> None:
@@ -117,6 +120,111 @@ def error_classify(exc: Exception) -> JudgeCallError:
     return JudgeCallError(f"{type(exc).__name__}: {exc}", transient=False)
 
 
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A socket stream whose every read and write ends by one total deadline.
+
+    httpx's timeouts apply to each read, so a server that trickles its reply a byte at a time
+    could hold a request for ever; here each wait is cut to the time left before the deadline.
+    """
+
+    def __init__(self, stream: httpcore2.NetworkStream, deadline: float):
+        self._stream = stream
+        self._deadline = deadline
+
+    def _left(self, timeout: float | None, error: type[Exception]) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise error("the request's total deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._left(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._left(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore2.NetworkStream:
+        left = self._left(timeout, httpcore2.ConnectTimeout)
+        return _DeadlineStream(
+            self._stream.start_tls(ssl_context, server_hostname, left), self._deadline
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.NetworkBackend):
+    """httpcore's own socket backend, with connections whose streams end by `deadline`."""
+
+    def __init__(self, deadline: float):
+        self._backend = httpcore2.SyncBackend()
+        self._deadline = deadline
+
+    def _left(self, timeout: float | None) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise httpcore2.ConnectTimeout("the request's total deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore2.NetworkStream:
+        stream = self._backend.connect_tcp(
+            host, port, self._left(timeout), local_address, socket_options
+        )
+        return _DeadlineStream(stream, self._deadline)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore2.NetworkStream:
+        stream = self._backend.connect_unix_socket(path, self._left(timeout), socket_options)
+        return _DeadlineStream(stream, self._deadline)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def deadline_transport(*, seconds: float) -> httpx2.HTTPTransport:
+    """An httpx transport on which a request, from connecting to its last byte, ends in `seconds`.
+
+    httpx takes no network backend as an argument, so the pool's is replaced; a test trickling
+    a reply past the deadline (tests/judges/test_calls.py) catches any change of that attribute.
+    """
+    transport = httpx2.HTTPTransport()
+    transport._pool._network_backend = _DeadlineBackend(time.monotonic() + seconds)
+    return transport
+
+
+def _refusal_reason(choice: Any) -> str:
+    """The provider's reason for a refusal or a filtered reply, or "" when there is none."""
+    message = choice.message
+    if getattr(message, "refusal", None):
+        return f"the model refused: {str(message.refusal)[:300]}"
+    if choice.finish_reason != "content_filter":
+        return ""
+    extra = getattr(choice, "model_extra", None) or {}
+    results = extra.get("content_filter_results") or {}
+    hits = [
+        f"{category} ({verdict.get('severity', 'filtered')})"
+        for category, verdict in sorted(results.items())
+        if isinstance(verdict, dict) and verdict.get("filtered")
+    ]
+    detail = f": {', '.join(hits)}" if hits else ""
+    return (
+        f"the provider's content filter withheld the reply (finish_reason content_filter){detail}"
+    )
+
+
 def chat_complete(
     *,
     base_url: str,
@@ -129,11 +237,14 @@ def chat_complete(
 ) -> ChatReply:
     """Send one chat completion request; raise JudgeCallError when no usable reply comes back.
 
-    The openai package's own retries are off: retries are Celery's, so that they are counted,
-    spread out with jitter and never outlive the broker's visibility timeout.
+    `timeout` is the request's total deadline, from connecting to the last byte of the reply (not
+    a limit per read). The openai package's own retries are off: retries are Celery's, so that
+    they are counted, spread out with jitter and never outlive the broker's visibility timeout.
     """
     base_url_check(base_url)
-    http_client = openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout)
+    http_client = openai.DefaultHttpxClient(
+        follow_redirects=False, timeout=timeout, transport=deadline_transport(seconds=timeout)
+    )
     client = openai.OpenAI(
         base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http_client
     )
@@ -166,7 +277,8 @@ def chat_complete(
     choice = completion.choices[0]
     message = choice.message
     usage = completion.usage
-    refusal = bool(getattr(message, "refusal", None)) or choice.finish_reason == "content_filter"
+    reason = _refusal_reason(choice)
+    refusal = bool(reason)
     content = message.content or getattr(message, "refusal", None) or ""
     return ChatReply(
         content=content,
@@ -175,4 +287,5 @@ def chat_complete(
         model_reported=completion.model or "",
         latency_ms=latency_ms,
         refusal=refusal,
+        refusal_reason=reason,
     )

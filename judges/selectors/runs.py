@@ -29,6 +29,13 @@ class RunProgress:
     cost_usd: Decimal
     estimated_to_finish_usd: Decimal
     budget_usd: Decimal | None
+    # Requests whose reply was never recorded (each may have been paid a second time), and
+    # their estimated price: the budget counts it.
+    possibly_charged_twice: int = 0
+    possibly_charged_twice_usd: Decimal = Decimal(0)
+    # Why the calls cannot make progress now, and since when ("" and None when they can).
+    stall_reason: str = ""
+    stall_since: str | None = None
 
     @property
     def finished(self) -> int:
@@ -40,7 +47,12 @@ class RunProgress:
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("cost_usd", "estimated_to_finish_usd", "budget_usd"):
+        for key in (
+            "cost_usd",
+            "estimated_to_finish_usd",
+            "budget_usd",
+            "possibly_charged_twice_usd",
+        ):
             data[key] = None if data[key] is None else str(data[key])
         data["percent"] = self.percent
         return data
@@ -80,6 +92,7 @@ def judge_run_progress(*, run: JudgeRun) -> RunProgress:
         refusals=Count("pk", filter=Q(refusal=True)),
         cost=Sum("cost_usd"),
         paid=Count("pk", filter=Q(cost_usd__gt=0)),
+        unrecorded=Sum("unrecorded_requests"),
     )
     cost = counts["cost"] or Decimal(0)
     remaining = counts["pending"] + counts["running"]
@@ -100,6 +113,10 @@ def judge_run_progress(*, run: JudgeRun) -> RunProgress:
         cost_usd=cost.quantize(Decimal("0.000001")),
         estimated_to_finish_usd=estimate.quantize(Decimal("0.000001")),
         budget_usd=run.budget_usd,
+        possibly_charged_twice=counts["unrecorded"] or 0,
+        possibly_charged_twice_usd=run.exposure_usd.quantize(Decimal("0.000001")),
+        stall_reason=run.stall_reason,
+        stall_since=run.stall_since.isoformat(timespec="seconds") if run.stall_since else None,
     )
 
 

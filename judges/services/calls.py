@@ -2,20 +2,33 @@
 
 The call row in PostgreSQL is the durable state; the broker only carries its id. Every state
 change is a conditional UPDATE that must change exactly one row, so a redelivered or duplicated
-message finds the call claimed or done and does nothing.
+message finds the call claimed or done and does nothing. The claim's conditions are all on the
+updated row itself (PostgreSQL re-checks them on the row a concurrent claim just committed, so two
+workers can never both win), and each claim leaves a fresh token on the row: a worker writes to
+the call only while its token is there, and after a dropped connection it can tell whether its
+last write went through.
+
+A reply that has been paid for is not thrown away with a dropped database connection: the write
+is retried on a new connection until the call's lease runs out. If it never lands, the call stays
+"running" until the reconciler takes it back and counts the request as possibly paid twice.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
+import redis
 from django.conf import settings
-from django.db.models import F, Sum
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from judges.llm import baselines
@@ -30,10 +43,15 @@ from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
 from judges.llm.prompts import conversation_render, question_render, template_render
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
+from judges.services.queueing import url_label
 
 logger = logging.getLogger(__name__)
 
 MILLION = Decimal(1_000_000)
+RATE_LIMITER_STALL = "the rate limiter cannot reach Redis"
+T = TypeVar("T")
+# Errors of a dropped or refused database connection: the statement may or may not have run.
+DB_CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 @dataclass(frozen=True)
@@ -90,8 +108,69 @@ def cost_compute(*, judge: Judge, tokens_in: int, tokens_out: int) -> Decimal:
 
 
 def run_cost(*, run_id: int) -> Decimal:
+    """The recorded cost of a run, summed from its call rows."""
     total = JudgeCall.objects.filter(run_id=run_id).aggregate(total=Sum("cost_usd"))["total"]
     return total or Decimal(0)
+
+
+def call_cost_estimate(*, judge: Judge, request: dict[str, Any]) -> Decimal:
+    """An upper estimate of one request's price: its prompt, plus the reply cap in full."""
+    messages = request.get("messages") or []
+    if not messages:
+        return Decimal(0)
+    max_tokens = int(judge.params.get("max_tokens", 512))
+    prompt_tokens = tokens_estimate(judge=judge, messages=messages) - max_tokens
+    return cost_compute(judge=judge, tokens_in=prompt_tokens, tokens_out=max_tokens)
+
+
+def _reconnect() -> None:
+    """Drop this thread's database connection; Django opens a new one at the next query."""
+    try:
+        connection.close()
+    except DB_CONNECTION_ERRORS:
+        logger.debug("closing a broken database connection failed", exc_info=True)
+
+
+def db_retry(
+    step: Callable[[], T], *, until: float, settled: Callable[[], T | None] | None = None
+) -> T:
+    """Run one database step, reconnecting and running it again while the connection drops.
+
+    `until` is a time.monotonic() deadline after which the error is raised. After a failure,
+    `settled` (when given) is asked first whether the failed attempt went through after all; a
+    value other than None is returned as the step's result.
+    """
+    delay = 0.05
+    failed = False
+    while True:
+        try:
+            if failed and settled is not None:
+                result = settled()
+                if result is not None:
+                    return result
+            return step()
+        except DB_CONNECTION_ERRORS as exc:
+            failed = True
+            if time.monotonic() + delay > until:
+                raise
+            logger.warning("database connection lost (%s); reconnecting", str(exc).strip())
+            _reconnect()
+            time.sleep(delay)
+            delay = min(1.0, delay * 2)
+
+
+def run_stall_note(*, run_id: int, reason: str) -> None:
+    """Say on the run why its calls cannot progress; the time is kept while the reason stays."""
+    JudgeRun.objects.filter(pk=run_id).exclude(stall_reason=reason).update(
+        stall_reason=reason, stall_since=timezone.now()
+    )
+
+
+def run_stall_clear(*, run_id: int, prefix: str = "") -> None:
+    """Forget the run's stall reason (only one starting with `prefix`, when given)."""
+    JudgeRun.objects.filter(pk=run_id, stall_reason__startswith=prefix).exclude(
+        stall_reason=""
+    ).update(stall_reason="", stall_since=None)
 
 
 def backoff_seconds(*, attempt: int, retry_after: float | None) -> float:
@@ -110,7 +189,7 @@ def backoff_seconds(*, attempt: int, retry_after: float | None) -> float:
 
 
 def run_finish_if_complete(*, run_id: int) -> bool:
-    """Mark a running run done once none of its calls is pending or running."""
+    """Mark a running run done once none of its calls is pending or running (two index reads)."""
     open_calls = JudgeCall.objects.filter(
         run_id=run_id, status__in=[JudgeCall.Status.PENDING, JudgeCall.Status.RUNNING]
     )
@@ -124,38 +203,77 @@ def run_finish_if_complete(*, run_id: int) -> bool:
     )
 
 
-def _budget_reached(run: JudgeRun) -> bool:
+def budget_reached(*, run: JudgeRun) -> bool:
+    """Whether the run's recorded spend plus its possibly-double-paid exposure reached its cap.
+
+    One row read, whatever the size of the run: the totals live on the run's row.
+    """
     if run.budget_usd is None:
         return False
-    return run_cost(run_id=run.pk) >= run.budget_usd
+    return run.spent_usd + run.exposure_usd >= run.budget_usd
 
 
-def _claim(call: JudgeCall, request: dict[str, Any]) -> int | None:
-    """Claim a pending call of a running run; return the attempt number, or None if taken."""
-    lease = timezone.now() + timedelta(seconds=settings.CONCORD_JUDGE_LEASE_SECONDS)
+def call_claim(*, call_id: int, attempts: int, request: dict[str, Any], token: str) -> bool:
+    """Claim a pending call of a running run whose retry time has come; True if this one won.
+
+    Every condition is on the call's own row (status, attempts seen, not-before time); the run's
+    status is an EXISTS on the run's row, so the UPDATE is not rewritten as `id IN (SELECT ...)`,
+    whose re-check after a concurrent claim would look at the id alone and let both through.
+    """
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.CONCORD_JUDGE_LEASE_SECONDS)
     claimed = JudgeCall.objects.filter(
-        pk=call.pk,
+        Q(not_before__isnull=True) | Q(not_before__lte=now),
+        Exists(JudgeRun.objects.filter(pk=OuterRef("run_id"), status=JudgeRun.Status.RUNNING)),
+        pk=call_id,
         status=JudgeCall.Status.PENDING,
-        run__status=JudgeRun.Status.RUNNING,
+        attempts=attempts,
     ).update(
         status=JudgeCall.Status.RUNNING,
-        attempts=F("attempts") + 1,
+        attempts=attempts + 1,
         lease_expires_at=lease,
+        lease_token=token,
+        not_before=None,
         request=request,
     )
-    if claimed != 1:
-        return None
-    return JudgeCall.objects.values_list("attempts", flat=True).get(pk=call.pk)
+    return claimed == 1
 
 
-def _mine(call: JudgeCall, attempt: int) -> Any:
+def _claim(call: JudgeCall, request: dict[str, Any], token: str, until: float) -> int | None:
+    """Claim the call (retrying over a dropped connection); the attempt number, or None."""
+    won = db_retry(
+        lambda: call_claim(call_id=call.pk, attempts=call.attempts, request=request, token=token),
+        until=until,
+        settled=lambda: (
+            True if JudgeCall.objects.filter(pk=call.pk, lease_token=token).exists() else None
+        ),
+    )
+    return call.attempts + 1 if won else None
+
+
+def _mine(call: JudgeCall, token: str) -> Any:
     """The call's row, only while this attempt still holds it."""
-    return JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.RUNNING, attempts=attempt)
+    return JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.RUNNING, lease_token=token)
+
+
+def _refusal_parse_error(reply: ChatReply) -> str:
+    reason = reply.refusal_reason or "the API reported a content refusal"
+    return f"refusal: {reason}"
 
 
 def _record_reply(
-    call: JudgeCall, attempt: int, reply: ChatReply, cost: Decimal, output_format: str
+    call: JudgeCall,
+    token: str,
+    reply: ChatReply,
+    cost: Decimal,
+    output_format: str,
+    until: float,
 ) -> bool:
+    """Write the reply and add its cost to the run's spend in one transaction; True if written.
+
+    Retried over dropped connections until `until`, and checked by the call's token, so a write
+    that landed just before its connection died is not taken for a lost one.
+    """
     parsed: ParseResult = reply_parse(reply.content, output_format)
     fields: dict[str, Any] = {
         "status": JudgeCall.Status.DONE,
@@ -169,10 +287,11 @@ def _record_reply(
         "parse_error": parsed.parse_error,
         "error": "",
         "lease_expires_at": None,
+        "not_before": None,
         "finished_at": timezone.now(),
     }
-    if reply.refusal and not parsed.parse_error:
-        fields["parse_error"] = "refusal: the API reported a content refusal"
+    if reply.refusal:
+        fields["parse_error"] = _refusal_parse_error(reply)
     if parsed.ok and not reply.refusal:
         verdict = verdict_canonical(parsed, call.order)  # type: ignore[arg-type]
         fields.update(
@@ -184,7 +303,25 @@ def _record_reply(
             verdict_label=verdict.verdict_label,
             values=list(verdict.values),
         )
-    return bool(_mine(call, attempt).update(**fields) == 1)
+
+    def write() -> bool:
+        with transaction.atomic():
+            if _mine(call, token).update(**fields) != 1:
+                return False
+            if cost:
+                JudgeRun.objects.filter(pk=call.run_id).update(spent_usd=F("spent_usd") + cost)
+        return True
+
+    def landed() -> bool | None:
+        done = JudgeCall.objects.filter(
+            pk=call.pk, lease_token=token, status=JudgeCall.Status.DONE
+        ).exists()
+        return True if done else None
+
+    written = db_retry(write, until=until, settled=landed)
+    if written:
+        db_retry(lambda: run_stall_clear(run_id=call.run_id), until=until)
+    return written
 
 
 def _baseline_reply(call: JudgeCall) -> ChatReply:
@@ -200,18 +337,42 @@ def _baseline_reply(call: JudgeCall) -> ChatReply:
     return ChatReply(content=content, tokens_in=0, tokens_out=0, model_reported="", latency_ms=0)
 
 
-def judge_call_execute(*, call_id: int) -> CallOutcome:
-    """Make one call if it is still pending and its run is running; at most once per attempt.
-
-    Holds no lock and opens no transaction: each step is one conditional UPDATE, and the API is
-    called between them, outside any transaction.
-    """
-    call = (
+def _call_load(call_id: int) -> JudgeCall | None:
+    return (
         JudgeCall.objects.select_related(
             "run__judge", "pair__prompt", "pair__answer_a", "pair__answer_b"
         )
         .filter(pk=call_id)
         .first()
+    )
+
+
+def _not_due(call: JudgeCall, now: datetime) -> CallOutcome | None:
+    """An outcome for a message that came before the call's retry time, or None if it is due.
+
+    The message that owns the retry was scheduled for that time, so one that comes a little
+    early waits for it; one that comes much earlier is a duplicate and is dropped (the owner,
+    or the reconciler, brings the call back).
+    """
+    if call.not_before is None or call.not_before <= now:
+        return None
+    early = (call.not_before - now).total_seconds()
+    if early <= settings.CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS:
+        return CallOutcome("pending", retry_in=early, detail="retry time not reached")
+    return CallOutcome("skipped", detail=f"retry not due for {early:.1f} s")
+
+
+def judge_call_execute(*, call_id: int) -> CallOutcome:
+    """Make one call if it is still pending, due and its run is running; at most once per attempt.
+
+    Holds no lock: each step is one conditional UPDATE (the reply's write and the run's spend
+    share one short transaction), and the API is called between them, outside any transaction.
+    The request has a total deadline (CONCORD_JUDGE_TIMEOUT_SECONDS) below the lease.
+    """
+    started = time.monotonic()
+    call = db_retry(
+        lambda: _call_load(call_id),
+        until=started + settings.CONCORD_JUDGE_LEASE_SECONDS / 2,
     )
     if call is None:
         return CallOutcome("missing")
@@ -220,18 +381,23 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
     run, judge = call.run, call.run.judge
     if run.status != JudgeRun.Status.RUNNING:
         return CallOutcome("skipped", detail=f"run is {run.status}")
-    if _budget_reached(run):
+    early = _not_due(call, timezone.now())
+    if early is not None:
+        return early
+    if budget_reached(run=run):
         JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(
             status=JudgeRun.Status.BUDGET_REACHED, finished_at=timezone.now()
         )
         return CallOutcome("budget")
 
+    token = uuid.uuid4().hex
     if judge.kind != Judge.Kind.LLM:
-        attempt = _claim(call, {"baseline": judge.kind, "seed": run.seed})
+        until = time.monotonic() + settings.CONCORD_JUDGE_LEASE_SECONDS / 2
+        attempt = _claim(call, {"baseline": judge.kind, "seed": run.seed}, token, until)
         if attempt is None:
             return CallOutcome("skipped", detail="claimed elsewhere")
-        _record_reply(call, attempt, _baseline_reply(call), Decimal(0), "likert")
-        run_finish_if_complete(run_id=run.pk)
+        _record_reply(call, token, _baseline_reply(call), Decimal(0), "likert", until)
+        db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
         return CallOutcome("done")
 
     request = call_request(call=call)
@@ -251,7 +417,23 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
         )
     except RateLimitTimeout as exc:
         return CallOutcome("pending", retry_in=exc.waited, detail=str(exc))
-    attempt = _claim(call, request)
+    except redis.RedisError as exc:
+        reason = (
+            f"{RATE_LIMITER_STALL} at {url_label(settings.REDIS_URL)} ({exc}); the calls wait "
+            "until it answers"
+        )
+        run_stall_note(run_id=run.pk, reason=reason)
+        delay = backoff_seconds(attempt=3, retry_after=None)
+        return CallOutcome("pending", retry_in=delay, detail=reason)
+    claimed_at = time.monotonic()
+    # Every write after the claim must land before the lease runs out and the reconciler hands
+    # the call to another worker; the request's own deadline is shorter still.
+    until = (
+        claimed_at
+        + settings.CONCORD_JUDGE_LEASE_SECONDS
+        - settings.CONCORD_JUDGE_TIMEOUT_SECONDS / 4
+    )
+    attempt = _claim(call, request, token, until)
     if attempt is None:
         return CallOutcome("skipped", detail="claimed elsewhere")
     try:
@@ -265,12 +447,14 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
             timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
         )
     except JudgeCallError as exc:
-        return _record_error(call, attempt, exc)
+        return _record_error(call, token, attempt, exc, until)
     cost = cost_compute(judge=judge, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out)
-    if not _record_reply(call, attempt, reply, cost, judge.output_format):
+    if not _record_reply(call, token, reply, cost, judge.output_format, until):
+        # The reconciler took the call back after the lease and counted this request as
+        # possibly paid twice, so the reply is dropped rather than written over a new attempt.
         logger.warning("call %s: attempt %s lost its claim before recording", call.pk, attempt)
         return CallOutcome("lost")
-    run_finish_if_complete(run_id=run.pk)
+    db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
     return CallOutcome("done")
 
 
@@ -282,26 +466,36 @@ def _fail_unclaimed(call: JudgeCall, request: dict[str, Any], message: str) -> C
     return CallOutcome("failed", detail=message)
 
 
-def _record_error(call: JudgeCall, attempt: int, exc: JudgeCallError) -> CallOutcome:
-    """Put a transient failure back to pending with a retry time, or record a permanent one."""
+def _record_error(
+    call: JudgeCall, token: str, attempt: int, exc: JudgeCallError, until: float
+) -> CallOutcome:
+    """Put a transient failure back to pending, not before its retry time, or record it failed."""
     message = f"attempt {attempt}: {exc}"
     if exc.transient and attempt < settings.CONCORD_JUDGE_MAX_ATTEMPTS:
         delay = backoff_seconds(attempt=attempt, retry_after=exc.retry_after)
+        not_before = timezone.now() + timedelta(seconds=delay)
         # The reconciler leaves the call alone until its retry is due and a grace period passed.
-        due = timezone.now() + timedelta(
-            seconds=delay + settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS
-        )
-        _mine(call, attempt).update(
-            status=JudgeCall.Status.PENDING, error=message, lease_expires_at=due
+        due = not_before + timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
+        db_retry(
+            lambda: _mine(call, token).update(
+                status=JudgeCall.Status.PENDING,
+                error=message,
+                not_before=not_before,
+                lease_expires_at=due,
+            ),
+            until=until,
         )
         return CallOutcome("pending", retry_in=delay, detail=message)
     if exc.transient:
         message += f" (gave up after {attempt} attempts)"
-    _mine(call, attempt).update(
-        status=JudgeCall.Status.FAILED,
-        error=message,
-        lease_expires_at=None,
-        finished_at=timezone.now(),
+    db_retry(
+        lambda: _mine(call, token).update(
+            status=JudgeCall.Status.FAILED,
+            error=message,
+            lease_expires_at=None,
+            finished_at=timezone.now(),
+        ),
+        until=until,
     )
-    run_finish_if_complete(run_id=call.run_id)
+    db_retry(lambda: run_finish_if_complete(run_id=call.run_id), until=until)
     return CallOutcome("failed", detail=message)

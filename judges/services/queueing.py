@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 
 from config.celery import app as celery_app
 from config.queues import Queue
+
+logger = logging.getLogger(__name__)
 
 
 class BrokerUnavailable(Exception):
@@ -16,7 +19,12 @@ class BrokerUnavailable(Exception):
 
 def _broker_label() -> str:
     """The broker URL without any password, fit for an error message."""
-    parts = urlsplit(settings.CELERY_BROKER_URL)
+    return url_label(settings.CELERY_BROKER_URL)
+
+
+def url_label(url: str) -> str:
+    """A service URL without any user or password, fit for an error message or a page."""
+    parts = urlsplit(url)
     netloc = parts.hostname or ""
     if parts.port:
         netloc += f":{parts.port}"
@@ -33,6 +41,22 @@ def broker_check() -> None:
             f"the Celery broker at {_broker_label()} does not answer ({exc}); start it or set "
             "CELERY_BROKER_URL. Nothing was queued."
         ) from exc
+
+
+def queue_length(queue: Queue) -> int:
+    """How many messages wait in a queue of the Redis broker (0 when that cannot be read).
+
+    kombu keeps a Redis queue as a list under its name, and one more list per priority step.
+    """
+    try:
+        with celery_app.connection_for_read() as conn:
+            client = conn.default_channel.client
+            sep = "\x06\x16"
+            names = [queue.value] + [f"{queue.value}{sep}{step}" for step in (3, 6, 9)]
+            return int(sum(client.llen(name) for name in names))
+    except Exception:  # noqa: BLE001 - an unreadable queue must not stop the reconciler
+        logger.warning("could not read the length of queue %s", queue.value, exc_info=True)
+        return 0
 
 
 def task_send(

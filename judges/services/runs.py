@@ -4,29 +4,33 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import defaultdict
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
-from django.db.models import Q
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import Pair, Study
 from annotation.roles import Role
 from annotation.selectors.studies import study_list_for_user, user_has_role
+from config.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
-from judges.services.calls import run_cost, run_finish_if_complete
+from judges.services.calls import call_cost_estimate, run_cost, run_finish_if_complete
 from judges.services.judges import judge_readiness
-from judges.services.queueing import broker_check, task_send
+from judges.services.queueing import broker_check, queue_length, task_send
 
 logger = logging.getLogger(__name__)
 
 TASK_CALL_EXECUTE = "judges.call_execute"
 TASK_RUN_FAN_OUT = "judges.run_fan_out"
+# The PostgreSQL advisory lock held by the one reconciler running ("conc" in ASCII).
+RECONCILE_LOCK = 0x636F6E63
 
 
 class JudgeNotReady(Exception):
@@ -179,31 +183,109 @@ def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = 
 def judge_calls_reconcile() -> int:
     """Queue again the calls a lost message or a dead worker left behind; return how many.
 
-    A running call past its lease goes back to pending (its worker died or lost the broker); a
-    pending call past its grace time gets a new message. Duplicated messages are harmless: the
-    claim lets only one through. Runs of which nothing is left open are marked done.
+    One at a time: the reconciler holds a PostgreSQL advisory lock (released with its connection
+    if its worker dies), and a second one that finds it taken returns 0 at once.
+
+    A running call past its lease goes back to pending (its worker died, or lost its database
+    for longer than the lease): its request may have been paid, so it is counted on the call
+    (`unrecorded_requests`) and its estimated price on the run (`exposure_usd`, which the
+    budget counts). A pending call is sent again only when it is really stale: its retry time
+    and its grace period have passed, and no message waits in the judge queue any more (while a
+    backlog drains, its own message is still in line). Runs with nothing open are marked done.
     """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [RECONCILE_LOCK])
+        (locked,) = cursor.fetchone()
+    if not locked:
+        logger.info("another reconciler is running; this one does nothing")
+        return 0
+    try:
+        return _reconcile()
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [RECONCILE_LOCK])
+        except DatabaseError:
+            # A lost connection has released the lock already.
+            logger.warning("could not release the reconciler's lock", exc_info=True)
+
+
+def _leases_expired(now: datetime) -> int:
+    """Take back running calls past their lease, counting their requests as possibly paid."""
+    limit = settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4
+    with transaction.atomic():
+        expired = list(
+            JudgeCall.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=JudgeCall.Status.RUNNING, lease_expires_at__lt=now)
+            .select_related("run__judge")
+            .order_by("pk")[:limit]
+        )
+        if not expired:
+            return 0
+        exposure: dict[int, Decimal] = defaultdict(Decimal)
+        paid_ids, free_ids = [], []
+        for call in expired:
+            if call.run.judge.kind == Judge.Kind.LLM:
+                paid_ids.append(call.pk)
+                exposure[call.run_id] += call_cost_estimate(
+                    judge=call.run.judge, request=call.request
+                )
+            else:
+                free_ids.append(call.pk)
+        message = (
+            f"the lease ran out at {now:%Y-%m-%d %H:%M:%S} UTC with no reply recorded (its "
+            "worker died or lost its database); sent again"
+        )
+        reset = {
+            "status": JudgeCall.Status.PENDING,
+            "lease_expires_at": None,
+            "lease_token": "",
+            "error": message,
+        }
+        if paid_ids:
+            JudgeCall.objects.filter(pk__in=paid_ids).update(
+                **(reset | {"error": message + "; its request may have been paid twice"}),
+                unrecorded_requests=F("unrecorded_requests") + 1,
+            )
+        if free_ids:
+            JudgeCall.objects.filter(pk__in=free_ids).update(**reset)
+        for run_id, amount in exposure.items():
+            JudgeRun.objects.filter(pk=run_id).update(exposure_usd=F("exposure_usd") + amount)
+    logger.warning("reconciler took back %d calls whose lease ran out", len(expired))
+    return len(expired)
+
+
+def _reconcile() -> int:
     now = timezone.now()
     grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
-    JudgeCall.objects.filter(
-        status=JudgeCall.Status.RUNNING,
-        lease_expires_at__lt=now,
-    ).update(status=JudgeCall.Status.PENDING, lease_expires_at=None)
-    stale = list(
-        JudgeCall.objects.filter(
-            Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True),
-            status=JudgeCall.Status.PENDING,
-            run__status=JudgeRun.Status.RUNNING,
+    _leases_expired(now)
+    waiting = queue_length(Queue.LLM_JUDGE)
+    if waiting:
+        logger.info(
+            "reconciler: %d messages still wait in the judge queue; none sent again", waiting
         )
-        .order_by("pk")
-        .values_list("pk", flat=True)[: settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4]
-    )
+        stale: list[int] = []
+    else:
+        with transaction.atomic():
+            stale = list(
+                JudgeCall.objects.select_for_update(skip_locked=True)
+                .filter(
+                    Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True),
+                    Q(not_before__isnull=True) | Q(not_before__lte=now),
+                    Exists(
+                        JudgeRun.objects.filter(
+                            pk=OuterRef("run_id"), status=JudgeRun.Status.RUNNING
+                        )
+                    ),
+                    status=JudgeCall.Status.PENDING,
+                )
+                .order_by("pk")
+                .values_list("pk", flat=True)[: settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4]
+            )
+            JudgeCall.objects.filter(pk__in=stale).update(lease_expires_at=now + grace)
+    for call_id in stale:
+        task_send(TASK_CALL_EXECUTE, args=[call_id])
     if stale:
-        JudgeCall.objects.filter(pk__in=stale, status=JudgeCall.Status.PENDING).update(
-            lease_expires_at=now + grace
-        )
-        for call_id in stale:
-            task_send(TASK_CALL_EXECUTE, args=[call_id])
         logger.info("reconciler queued %d calls again", len(stale))
     for run_id in JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).values_list(
         "pk", flat=True

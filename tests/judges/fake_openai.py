@@ -8,7 +8,12 @@ first tells which answer was shown first. Every request is logged with its time,
 count calls per (pair, order) and requests per window, whichever process made them.
 
 Like some API gateways it honours an Idempotency-Key header: a request that repeats the key of
-one already answered gets the stored reply and is logged as a replay, not a new generation.
+one already answered gets the stored reply and is logged as a replay, not a new generation. With
+`honour_idempotency=False` it ignores the header, as OpenAI does, so a request sent twice is
+generated, and paid, twice: the fault suite counts exactly that.
+
+Each record keeps the request's call (its Idempotency-Key), when it arrived and when its reply
+was finished or abandoned by the client, and the Retry-After a 429 announced.
 
 Run it alone with `python -m tests.judges.fake_openai --port 8099 --delay 0.2`.
 """
@@ -21,6 +26,7 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -48,9 +54,11 @@ def call_key(text: str) -> str:
 class Fault:
     """An injected failure: applies to requests whose key matches (None: any), `times` times.
 
-    kind: "429" (with Retry-After), "500", "slow" (sleeps `seconds`, then answers), "garbage"
-    (a 200 whose body is not JSON), "redirect" (a 307 to another host), "reply" (answers with the
-    recorded reply `reply`).
+    kind: "429" (with Retry-After), "500", "slow" (sleeps `seconds`, then answers), "trickle"
+    (sends the reply one byte at a time over `seconds`), "garbage" (a 200 whose body is not
+    JSON), "truncated" (a 200 whose JSON body stops half-way), "redirect" (a 307 to another
+    host), "reply" (answers with the recorded reply `reply`), "hook" (calls `hook` before
+    answering normally).
     """
 
     kind: str
@@ -60,6 +68,7 @@ class Fault:
     seconds: float = 0.0
     reply: str = ""
     location: str = "http://169.254.169.254/latest/meta-data/"
+    hook: Callable[[], object] | None = None
 
 
 @dataclass
@@ -69,6 +78,10 @@ class Record:
     status: int
     replay: bool
     generated: bool
+    call: str = ""
+    started: float = 0.0
+    retry_after: float | None = None
+    aborted: bool = False
 
 
 @dataclass
@@ -80,6 +93,7 @@ class FakeOpenAI:
     faults: list[Fault] = field(default_factory=list)
     delay: float = 0.0
     api_key: str = API_KEY
+    honour_idempotency: bool = True
     log_path: Path | None = None
     records: list[Record] = field(default_factory=list)
     cache: dict[str, bytes] = field(default_factory=dict)
@@ -103,16 +117,40 @@ class FakeOpenAI:
                     return fault
         return None
 
-    def record(self, key: str, status: int, *, replay: bool = False) -> None:
+    def record(
+        self,
+        key: str,
+        status: int,
+        *,
+        replay: bool = False,
+        call: str = "",
+        started: float | None = None,
+        retry_after: float | None = None,
+        aborted: bool = False,
+    ) -> None:
+        """Log one request. A 200 that was not a replay counts as generated, and so paid,
+        even when the client hung up before the reply was finished (the API bills it)."""
+        now = time.time()
         entry = Record(
-            key=key, at=time.time(), status=status, replay=replay, generated=status == 200
+            key=key,
+            at=now,
+            status=status,
+            replay=replay,
+            generated=status == 200 and not replay,
+            call=call,
+            started=now if started is None else started,
+            retry_after=retry_after,
+            aborted=aborted,
         )
-        entry.generated = status == 200 and not replay
         with self.lock:
             self.records.append(entry)
             if self.log_path is not None:
                 with self.log_path.open("a") as log:
                     log.write(json.dumps(entry.__dict__) + "\n")
+
+    def snapshot(self) -> list[Record]:
+        with self.lock:
+            return list(self.records)
 
     def generations(self) -> Counter[str]:
         """Replies generated (and so paid for) per (pair, order) key."""
@@ -181,31 +219,39 @@ class _Handler(BaseHTTPRequestHandler):
         text = "\n".join(str(message.get("content", "")) for message in payload["messages"])
         key = call_key(text)
         idempotency = self.headers.get("Idempotency-Key", "")
+        started = time.time()
         with state.lock:
-            cached = state.cache.get(idempotency) if idempotency else None
+            cached = (
+                state.cache.get(idempotency) if idempotency and state.honour_idempotency else None
+            )
         if cached is not None:
-            state.record(key, 200, replay=True)
+            state.record(key, 200, replay=True, call=idempotency, started=started)
             self._send(200, cached)
             return
         fault = state.take_fault(key)
         if state.delay:
             time.sleep(state.delay)
         reply_name = state.replies.get(key, state.default_reply)
+        trickle = 0.0
         if fault is not None:
             if fault.kind == "429":
-                state.record(key, 429)
+                state.record(
+                    key, 429, retry_after=fault.retry_after, call=idempotency, started=started
+                )
                 headers = {}
                 if fault.retry_after is not None:
                     headers["Retry-After"] = f"{fault.retry_after:g}"
                 self._error(429, "Rate limit reached for requests.", "requests", headers)
                 return
             if fault.kind == "500":
-                state.record(key, 500)
+                state.record(key, 500, call=idempotency, started=started)
                 self._error(500, "The server had an error processing your request.", "server_error")
                 return
-            if fault.kind == "garbage":
-                state.record(key, 299)
+            if fault.kind in ("garbage", "truncated"):
+                state.record(key, 299, call=idempotency, started=started)
                 body = b"<html><body>502 Bad Gateway</body></html>"
+                if fault.kind == "truncated":
+                    body = json.dumps(load_reply(reply_name)).encode()[:60]
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -213,11 +259,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
                 return
             if fault.kind == "redirect":
-                state.record(key, 307)
+                state.record(key, 307, call=idempotency, started=started)
                 self._send(307, b"{}", {"Location": fault.location})
                 return
             if fault.kind == "slow":
                 time.sleep(fault.seconds)
+            if fault.kind == "trickle":
+                trickle = fault.seconds
+            if fault.kind == "hook" and fault.hook is not None:
+                fault.hook()
             if fault.kind == "reply":
                 reply_name = fault.reply
         reply = load_reply(reply_name)
@@ -230,8 +280,26 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             if idempotency:
                 state.cache[idempotency] = raw
-        state.record(key, 200)
-        self._send(200, raw)
+        if not trickle:
+            state.record(key, 200, call=idempotency, started=started)
+            self._send(200, raw)
+            return
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.flush()
+            for index in range(len(raw)):
+                self.wfile.write(raw[index : index + 1])
+                self.wfile.flush()
+                time.sleep(trickle / len(raw))
+        except OSError:
+            # The client gave up (its deadline): the reply was generated and is billed anyway.
+            state.record(key, 200, aborted=True, call=idempotency, started=started)
+            self.close_connection = True
+            return
+        state.record(key, 200, call=idempotency, started=started)
 
 
 def main() -> None:

@@ -91,7 +91,7 @@ def worker_start(
     pool: str = "solo",
     concurrency: int = 1,
     env: dict[str, str] | None = None,
-    queues: str = "llm_judge",
+    queues: str = "llm_judge,judge_reconcile",
 ) -> WorkerProcess:
     """Start `celery -A config worker -Q <queues>` and wait until it says it is ready."""
     log = tmp_path / f"{name}.log"
@@ -146,10 +146,12 @@ def wait_for(
         time.sleep(every)
 
 
-def broker_purge(url: str, queue: str = "llm_judge") -> None:
-    """Drop queued and unacknowledged messages a previous test left on the broker."""
+def broker_purge(url: str, *queues: str) -> None:
+    """Drop queued and unacknowledged messages a previous test left on the broker (by default
+    in the judge queues)."""
     client = redis.Redis.from_url(url)
-    client.delete(queue, "unacked", "unacked_index", "unacked_mutex")
+    names = queues or ("llm_judge", "judge_reconcile")
+    client.delete(*names, "unacked", "unacked_index", "unacked_mutex")
     client.close()
 
 

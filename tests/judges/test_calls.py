@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from judges.llm.client import UnsafeBaseURL, chat_complete
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.runs import judge_run_progress
-from judges.services.calls import judge_call_execute
+from judges.services.calls import (
+    budget_reached,
+    call_claim,
+    call_cost_estimate,
+    call_request,
+    judge_call_execute,
+    run_cost,
+)
 from judges.services.judges import judge_create, judge_readiness
+from judges.services.queueing import task_send
 from judges.services.runs import (
     JudgeNotReady,
     judge_calls_reconcile,
@@ -23,6 +34,7 @@ from judges.services.runs import (
 )
 from tests.judges.conftest import KEY_ENV, make_llm_judge, make_marked_pairs, pair_key
 from tests.judges.fake_openai import Fault
+from tests.judges.integration import broker_purge, free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -157,9 +169,44 @@ def test_a_transient_error_puts_the_call_back_to_pending_with_a_retry_time(
     assert "attempt 1" in call.error
     if kind == "429":
         assert outcome.retry_in >= 7
+    assert call.not_before >= timezone.now() + timedelta(seconds=outcome.retry_in - 1)
+    # Once the retry time has come (here: moved to now), the next message makes the call.
+    JudgeCall.objects.filter(pk=call.pk).update(not_before=timezone.now())
     assert judge_call_execute(call_id=call.pk).status == "done"
     call.refresh_from_db()
-    assert call.attempts == 2 and call.likert == 2
+    assert call.attempts == 2 and call.likert == 2 and call.not_before is None
+
+
+def test_a_message_that_comes_before_the_retry_after_time_sends_nothing(cast, fake, api_key):
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    fake.inject(Fault("429", retry_after=30))
+    call = call_of(run, pair)
+    judge_call_execute(call_id=call.pk)
+    # A second message for the same call (a redelivery, a reconciler's copy) arrives at once.
+    outcome = judge_call_execute(call_id=call.pk)
+    assert outcome.status == "skipped" and "retry not due" in outcome.detail
+    assert sum(fake.requests().values()) == 1
+
+
+def test_a_message_just_before_the_retry_time_waits_for_it(cast, fake, api_key):
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    call = call_of(run, pair)
+    JudgeCall.objects.filter(pk=call.pk).update(not_before=timezone.now() + timedelta(seconds=1))
+    outcome = judge_call_execute(call_id=call.pk)
+    assert outcome.status == "pending" and outcome.retry_in is not None
+    assert 0 < outcome.retry_in <= 1
+    assert not fake.requests()
+
+
+def test_the_claim_is_refused_before_the_retry_time_even_to_a_worker_that_skipped_the_check(
+    cast, fake, api_key
+):
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    call = call_of(run, pair)
+    JudgeCall.objects.filter(pk=call.pk).update(not_before=timezone.now() + timedelta(seconds=30))
+    assert not call_claim(call_id=call.pk, attempts=0, request={}, token="t1")
+    JudgeCall.objects.filter(pk=call.pk).update(not_before=timezone.now())
+    assert call_claim(call_id=call.pk, attempts=0, request={}, token="t1")
 
 
 def test_a_transient_error_gives_up_after_the_maximum_attempts(cast, fake, api_key, settings):
@@ -168,6 +215,7 @@ def test_a_transient_error_gives_up_after_the_maximum_attempts(cast, fake, api_k
     fake.inject(Fault("500", times=5))
     call = call_of(run, pair)
     judge_call_execute(call_id=call.pk)
+    JudgeCall.objects.filter(pk=call.pk).update(not_before=timezone.now())
     assert judge_call_execute(call_id=call.pk).status == "failed"
     call.refresh_from_db()
     assert call.status == JudgeCall.Status.FAILED and "gave up after 2 attempts" in call.error
@@ -315,19 +363,65 @@ def test_a_cancelled_run_claims_nothing_until_resumed(cast, fake, api_key):
     assert judge_call_execute(call_id=call.pk).status == "done"
 
 
-def test_the_reconciler_returns_calls_whose_lease_ran_out(cast, fake, api_key):
+def test_the_reconciler_returns_calls_whose_lease_ran_out_and_counts_them_possibly_paid_twice(
+    cast, fake, api_key
+):
+    broker_purge(settings.CELERY_BROKER_URL)
     run, (pair,) = start(cast, make_llm_judge(fake))
     stuck, waiting = call_of(run, pair, "ab"), call_of(run, pair, "ba")
     past = timezone.now() - timedelta(seconds=1)
+    request = call_request(call=stuck)
     JudgeCall.objects.filter(pk=stuck.pk).update(
-        status=JudgeCall.Status.RUNNING, attempts=1, lease_expires_at=past
+        status=JudgeCall.Status.RUNNING, attempts=1, lease_expires_at=past, request=request
     )
     JudgeCall.objects.filter(pk=waiting.pk).update(lease_expires_at=past)
     assert judge_calls_reconcile() == 2
     stuck.refresh_from_db()
     assert stuck.status == JudgeCall.Status.PENDING
     assert stuck.lease_expires_at > timezone.now()
+    assert stuck.unrecorded_requests == 1 and "may have been paid twice" in stuck.error
+    run.refresh_from_db()
+    assert run.exposure_usd == call_cost_estimate(judge=run.judge, request=request) > 0
+    progress = judge_run_progress(run=run)
+    assert progress.possibly_charged_twice == 1
+    assert progress.possibly_charged_twice_usd == run.exposure_usd.quantize(Decimal("1e-6"))
+    broker_purge(settings.CELERY_BROKER_URL)
     assert judge_calls_reconcile() == 0
+
+
+def test_the_reconciler_sends_nothing_again_while_the_judge_queue_still_has_a_backlog(
+    cast, fake, api_key
+):
+    broker_purge(settings.CELERY_BROKER_URL)
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    JudgeCall.objects.filter(run=run).update(lease_expires_at=timezone.now() - timedelta(1))
+    task_send("judges.call_execute", args=[0])
+    assert judge_calls_reconcile() == 0
+    broker_purge(settings.CELERY_BROKER_URL)
+    assert judge_calls_reconcile() == 2
+    broker_purge(settings.CELERY_BROKER_URL)
+
+
+def test_the_budget_counts_what_may_have_been_paid_twice(cast, fake, api_key):
+    run, (pair,) = start(cast, make_llm_judge(fake), budget_usd=Decimal("0.01"))
+    JudgeRun.objects.filter(pk=run.pk).update(exposure_usd=Decimal("0.01"))
+    assert judge_call_execute(call_id=call_of(run, pair).pk).status == "budget"
+    assert not fake.requests()
+
+
+def test_the_budget_check_reads_only_the_run_row_and_its_total_matches_the_calls(
+    cast, fake, api_key, django_assert_num_queries
+):
+    run, pairs = start(cast, make_llm_judge(fake), count=3, budget_usd=Decimal(100))
+    for call in run.calls.all():
+        judge_call_execute(call_id=call.pk)
+    run.refresh_from_db()
+    # The running total is written with each call's cost, in the same transaction.
+    assert run.spent_usd == run_cost(run_id=run.pk) > 0
+    with django_assert_num_queries(0):
+        assert not budget_reached(run=run)
+    run.budget_usd = run.spent_usd
+    assert budget_reached(run=run)
 
 
 def test_progress_counts_calls_by_status(cast, fake, api_key):
@@ -339,6 +433,61 @@ def test_progress_counts_calls_by_status(cast, fake, api_key):
     assert (progress.total, progress.done, progress.pending, progress.parse_errors) == (4, 2, 2, 1)
     assert progress.percent == 50
     assert progress.estimated_to_finish_usd > 0
+
+
+def test_a_reply_trickled_past_the_deadline_is_cut_off_at_the_deadline(
+    cast, fake, api_key, settings
+):
+    # Each byte comes well within any per-read timeout; only a total deadline stops it.
+    settings.CONCORD_JUDGE_TIMEOUT_SECONDS = 0.8
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    fake.inject(Fault("trickle", seconds=5.0))
+    call = call_of(run, pair)
+    started = time.monotonic()
+    outcome = judge_call_execute(call_id=call.pk)
+    elapsed = time.monotonic() - started
+    call.refresh_from_db()
+    assert outcome.status == "pending" and "timeout" in call.error
+    assert elapsed < 2.0
+    wait = time.monotonic() + 5
+    while not fake.snapshot() and time.monotonic() < wait:
+        time.sleep(0.05)
+    (record,) = fake.snapshot()
+    assert record.aborted and record.at - record.started < 2.0
+
+
+def test_a_content_filter_reply_is_a_refusal_with_the_providers_reason(cast, fake, api_key):
+    run, (pair,) = start(cast, make_llm_judge(fake))
+    fake.default_reply = "content_filter"
+    call = call_of(run, pair)
+    assert judge_call_execute(call_id=call.pk).status == "done"
+    call.refresh_from_db()
+    assert call.refusal and call.likert is None
+    assert call.parse_error == (
+        "refusal: the provider's content filter withheld the reply (finish_reason "
+        "content_filter): violence (medium)"
+    )
+
+
+def test_a_rate_limiter_that_cannot_reach_redis_names_the_cause_on_the_run(
+    cast, fake, api_key, settings
+):
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    run, (pair,) = start(cast, make_llm_judge(fake, rpm=60))
+    outcome = judge_call_execute(call_id=call_of(run, pair).pk)
+    assert outcome.status == "pending" and outcome.retry_in
+    run.refresh_from_db()
+    assert run.stall_reason.startswith("the rate limiter cannot reach Redis at redis://127.0.0.1:")
+    assert run.stall_since is not None
+    assert not fake.requests()
+    since = run.stall_since
+    judge_call_execute(call_id=call_of(run, pair, "ba").pk)
+    run.refresh_from_db()
+    assert run.stall_since == since
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    assert judge_call_execute(call_id=call_of(run, pair, "ba").pk).status == "done"
+    run.refresh_from_db()
+    assert run.stall_reason == "" and run.stall_since is None
 
 
 def test_a_slow_reply_past_the_timeout_is_transient(cast, fake, api_key, settings):

@@ -18,22 +18,27 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize(
-    ("task", "name"),
+    ("task", "name", "queue"),
     [
-        (tasks.call_execute, "judges.call_execute"),
-        (tasks.run_fan_out, "judges.run_fan_out"),
-        (tasks.calls_reconcile, "judges.calls_reconcile"),
+        (tasks.call_execute, "judges.call_execute", Queue.LLM_JUDGE),
+        (tasks.run_fan_out, "judges.run_fan_out", Queue.LLM_JUDGE),
+        (tasks.calls_reconcile, "judges.calls_reconcile", Queue.JUDGE_RECONCILE),
     ],
 )
-def test_judge_tasks_are_named_acknowledged_late_and_routed_to_the_judge_queue(task, name):
+def test_judge_tasks_are_named_acknowledged_late_and_routed_to_their_queue(task, name, queue):
     assert task.name == name
     assert task.acks_late and task.reject_on_worker_lost and task.ignore_result
-    assert settings.CELERY_TASK_ROUTES[name]["queue"] == Queue.LLM_JUDGE
+    assert settings.CELERY_TASK_ROUTES[name]["queue"] == queue
 
 
-def test_beat_runs_the_reconciler():
-    entries = settings.CELERY_BEAT_SCHEDULE.values()
-    assert any(entry["task"] == "judges.calls_reconcile" for entry in entries)
+def test_beat_runs_the_reconciler_and_drops_copies_nobody_took_in_time():
+    (entry,) = [
+        entry
+        for entry in settings.CELERY_BEAT_SCHEDULE.values()
+        if entry["task"] == "judges.calls_reconcile"
+    ]
+    options: dict[str, float] = entry["options"]  # type: ignore[assignment]
+    assert options["expires"] == entry["schedule"]
 
 
 def test_the_fan_out_is_queued_only_when_the_run_is_committed(

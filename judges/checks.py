@@ -1,0 +1,25 @@
+"""System checks of the judges' settings, run at every start (`manage.py check`, workers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+
+
+@register()
+def judge_deadline_below_lease(**kwargs: Any) -> list[CheckMessage]:
+    """A request's deadline must end before its call's lease, or a live call is handed out twice."""
+    timeout = settings.CONCORD_JUDGE_TIMEOUT_SECONDS
+    lease = settings.CONCORD_JUDGE_LEASE_SECONDS
+    if timeout <= 0 or timeout >= lease:
+        return [
+            Error(
+                f"CONCORD_JUDGE_TIMEOUT_SECONDS ({timeout:g}) must be above 0 and below "
+                f"CONCORD_JUDGE_LEASE_SECONDS ({lease}): the request's deadline has to end "
+                "before the reconciler may hand its call to another worker",
+                id="judges.E001",
+            )
+        ]
+    return []
