@@ -49,7 +49,7 @@ def checkpoint_check(path: str | Path) -> dict[str, Any]:
         )
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
         raise CheckpointError(f"checkpoint folder {str(folder)!r} holds no weights")
-    return config
+    return {**config, "num_labels": labels}
 
 
 def device_pick() -> torch.device:
