@@ -7,12 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
-from transformers import (
-    BertConfig,
-    BertForSequenceClassification,
-    BertModel,
-    BertTokenizerFast,
-)
+from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 
 from judges.models import AnswerScore, JudgeCall, JudgeRun, PLTraining
 from judges.reward.encoder import backbone_path
@@ -25,20 +20,21 @@ from tests.judges.reward.conftest import ranked_study
 
 
 def tiny_config(num_labels: int) -> BertConfig:
-    return BertConfig(
+    config = BertConfig(
         vocab_size=30522,
         hidden_size=16,
         num_hidden_layers=1,
         num_attention_heads=2,
         intermediate_size=32,
         max_position_embeddings=64,
-        num_labels=num_labels,
     )
+    config.num_labels = num_labels
+    return config
 
 
 def tiny_checkpoint(folder: Path, *, kind: str = "classifier", num_labels: int = 1) -> Path:
     """Build and save a one-layer BERT with the encoder's own vocabulary (no download)."""
-    tokenizer = BertTokenizerFast(vocab_file=str(backbone_path("all-MiniLM-L6-v2") / "vocab.txt"))
+    tokenizer = BertTokenizer(vocab_file=str(backbone_path("all-MiniLM-L6-v2") / "vocab.txt"))
     model = (
         BertForSequenceClassification(tiny_config(num_labels))
         if kind == "classifier"
