@@ -6,20 +6,32 @@ from django.urls import include, path
 from rest_framework.renderers import JSONOpenAPIRenderer
 from rest_framework.schemas import get_schema_view
 
-from leaderboard import api, views
+from config.lazyviews import lazy_view
 
 app_name = "leaderboard_api"
 
 api_patterns = [
-    path("studies/", api.StudyListApi.as_view(), name="study_list"),
-    path("studies/<slug:slug>/report/", api.StudyReportApi.as_view(), name="study_report"),
-    path("studies/<slug:slug>/pairs/", api.StudyPairListApi.as_view(), name="study_pairs"),
+    path("studies/", lazy_view("leaderboard.api.StudyListApi"), name="study_list"),
+    path(
+        "studies/<slug:slug>/report/",
+        lazy_view("leaderboard.api.StudyReportApi"),
+        name="study_report",
+    ),
+    path(
+        "studies/<slug:slug>/pairs/",
+        lazy_view("leaderboard.api.StudyPairListApi"),
+        name="study_pairs",
+    ),
     path(
         "studies/<slug:slug>/judgments/",
-        api.StudyJudgmentListApi.as_view(),
+        lazy_view("leaderboard.api.StudyJudgmentListApi"),
         name="study_judgments",
     ),
-    path("studies/<slug:slug>/calls/", api.StudyCallListApi.as_view(), name="study_calls"),
+    path(
+        "studies/<slug:slug>/calls/",
+        lazy_view("leaderboard.api.StudyCallListApi"),
+        name="study_calls",
+    ),
 ]
 
 urlpatterns = [
@@ -36,5 +48,5 @@ urlpatterns = [
         ),
         name="schema",
     ),
-    path("docs/", views.ApiDocsView.as_view(), name="docs"),
+    path("docs/", lazy_view("leaderboard.views.ApiDocsView"), name="docs"),
 ]
