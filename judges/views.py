@@ -29,6 +29,7 @@ from judges.services.queueing import BrokerUnavailable
 from judges.services.runs import (
     JudgeNotReady,
     judge_run_cancel,
+    judge_run_health_check,
     judge_run_resume,
     judge_run_start,
 )
@@ -85,7 +86,7 @@ class RunListView(ResearcherRequiredMixin, View):
 class RunDetailView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        run = _run_or_404(request, study, run_id)
+        run = judge_run_health_check(run=_run_or_404(request, study, run_id))
         page = Paginator(judge_call_list(run=run), 50).get_page(request.GET.get("page"))
         context = {
             "study": study,
@@ -101,7 +102,7 @@ class RunDetailView(ResearcherRequiredMixin, View):
 class RunProgressView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
         study = get_study_or_404(request, slug)
-        run = _run_or_404(request, study, run_id)
+        run = judge_run_health_check(run=_run_or_404(request, study, run_id))
         return JsonResponse(judge_run_progress(run=run).as_json())
 
 

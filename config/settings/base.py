@@ -202,6 +202,8 @@ CONCORD_JUDGE_BACKOFF_BASE_SECONDS: float = env.float(
 CONCORD_JUDGE_RATE_WINDOW_SECONDS: float = env.float(
     "CONCORD_JUDGE_RATE_WINDOW_SECONDS", default=60.0
 )
+# A running run with no call finished for this long says so on its page (no worker?).
+CONCORD_JUDGE_STALL_SECONDS: float = env.float("CONCORD_JUDGE_STALL_SECONDS", default=120.0)
 CONCORD_JUDGE_RECONCILE_SECONDS: float = env.float("CONCORD_JUDGE_RECONCILE_SECONDS", default=60.0)
 CONCORD_JUDGE_FAN_OUT_CHUNK: int = env.int("CONCORD_JUDGE_FAN_OUT_CHUNK", default=500)
 

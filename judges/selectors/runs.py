@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.utils import timezone
 
 from annotation.selectors.studies import study_list_for_user
 from judges.models import Judge, JudgeCall, JudgeRun
@@ -33,9 +36,8 @@ class RunProgress:
     # their estimated price: the budget counts it.
     possibly_charged_twice: int = 0
     possibly_charged_twice_usd: Decimal = Decimal(0)
-    # Why the calls cannot make progress now, and since when ("" and None when they can).
-    stall_reason: str = ""
-    stall_since: str | None = None
+    # Why the calls cannot make progress now, as a sentence with its time ("" when they can).
+    stall: str = ""
 
     @property
     def finished(self) -> int:
@@ -93,6 +95,7 @@ def judge_run_progress(*, run: JudgeRun) -> RunProgress:
         cost=Sum("cost_usd"),
         paid=Count("pk", filter=Q(cost_usd__gt=0)),
         unrecorded=Sum("unrecorded_requests"),
+        last_finished=Max("finished_at"),
     )
     cost = counts["cost"] or Decimal(0)
     remaining = counts["pending"] + counts["running"]
@@ -115,9 +118,27 @@ def judge_run_progress(*, run: JudgeRun) -> RunProgress:
         budget_usd=run.budget_usd,
         possibly_charged_twice=counts["unrecorded"] or 0,
         possibly_charged_twice_usd=run.exposure_usd.quantize(Decimal("0.000001")),
-        stall_reason=run.stall_reason,
-        stall_since=run.stall_since.isoformat(timespec="seconds") if run.stall_since else None,
+        stall=_stall_text(run, counts["last_finished"], remaining),
     )
+
+
+def _stall_text(run: JudgeRun, last_finished: datetime | None, remaining: int) -> str:
+    """Why a running run does not progress: what a worker or the page noted, or a long silence."""
+    if run.status != JudgeRun.Status.RUNNING or not remaining:
+        return ""
+    if run.stall_reason and run.stall_since is not None:
+        what, _, detail = run.stall_reason.partition(": ")
+        since = timezone.localtime(run.stall_since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"{what[:1].upper()}{what[1:]} since {since}" + (f": {detail}" if detail else "")
+    last = last_finished or run.started_at
+    quiet = settings.CONCORD_JUDGE_STALL_SECONDS
+    if last is not None and (timezone.now() - last).total_seconds() > quiet:
+        since = timezone.localtime(last, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (
+            f"No call finished since {since}: is a worker taking the llm_judge queue "
+            "(celery -A config worker -Q llm_judge)?"
+        )
+    return ""
 
 
 def _first_call_estimate(run: JudgeRun) -> Decimal:

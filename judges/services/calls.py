@@ -48,7 +48,7 @@ from judges.services.queueing import url_label
 logger = logging.getLogger(__name__)
 
 MILLION = Decimal(1_000_000)
-RATE_LIMITER_STALL = "the rate limiter cannot reach Redis"
+RATE_LIMITER_STALL = "rate limiter cannot reach Redis"
 T = TypeVar("T")
 # Errors of a dropped or refused database connection: the statement may or may not have run.
 DB_CONNECTION_ERRORS = (OperationalError, InterfaceError)
@@ -160,7 +160,10 @@ def db_retry(
 
 
 def run_stall_note(*, run_id: int, reason: str) -> None:
-    """Say on the run why its calls cannot progress; the time is kept while the reason stays."""
+    """Say on the run why its calls cannot progress; the time is kept while the reason stays.
+
+    `reason` reads "<what>: <details>"; the run page shows "<what> since <time>: <details>".
+    """
     JudgeRun.objects.filter(pk=run_id).exclude(stall_reason=reason).update(
         stall_reason=reason, stall_since=timezone.now()
     )
@@ -419,8 +422,8 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
         return CallOutcome("pending", retry_in=exc.waited, detail=str(exc))
     except redis.RedisError as exc:
         reason = (
-            f"{RATE_LIMITER_STALL} at {url_label(settings.REDIS_URL)} ({exc}); the calls wait "
-            "until it answers"
+            f"{RATE_LIMITER_STALL}: Redis at {url_label(settings.REDIS_URL)} does not answer "
+            f"({exc}); the calls wait until it does (check REDIS_URL)"
         )
         run_stall_note(run_id=run.pk, reason=reason)
         delay = backoff_seconds(attempt=3, retry_after=None)

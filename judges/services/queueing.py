@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit, urlunsplit
 
-from django.conf import settings
-
 from config.celery import app as celery_app
 from config.queues import Queue
 
@@ -18,8 +16,8 @@ class BrokerUnavailable(Exception):
 
 
 def _broker_label() -> str:
-    """The broker URL without any password, fit for an error message."""
-    return url_label(settings.CELERY_BROKER_URL)
+    """The URL of the broker the app writes to, without any password, for an error message."""
+    return url_label(celery_app.conf.broker_write_url or celery_app.conf.broker_url)
 
 
 def url_label(url: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -21,9 +22,15 @@ from annotation.roles import Role
 from annotation.selectors.studies import study_list_for_user, user_has_role
 from config.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
-from judges.services.calls import call_cost_estimate, run_cost, run_finish_if_complete
+from judges.services.calls import (
+    call_cost_estimate,
+    run_cost,
+    run_finish_if_complete,
+    run_stall_clear,
+    run_stall_note,
+)
 from judges.services.judges import judge_readiness
-from judges.services.queueing import broker_check, queue_length, task_send
+from judges.services.queueing import BrokerUnavailable, broker_check, queue_length, task_send
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +38,13 @@ TASK_CALL_EXECUTE = "judges.call_execute"
 TASK_RUN_FAN_OUT = "judges.run_fan_out"
 # The PostgreSQL advisory lock held by the one reconciler running ("conc" in ASCII).
 RECONCILE_LOCK = 0x636F6E63
+
+
+BROKER_STALL = "broker unreachable"
+# The last broker check of this process: (time.monotonic(), error or "") - a page polled every
+# few seconds by many researchers asks the broker at most once per interval.
+_broker_seen: dict[str, tuple[float, str]] = {}
+BROKER_CHECK_INTERVAL = 5.0
 
 
 class JudgeNotReady(Exception):
@@ -292,3 +306,37 @@ def _reconcile() -> int:
     ):
         run_finish_if_complete(run_id=run_id)
     return len(stale)
+
+
+def _broker_error() -> str:
+    """'' when the broker answers, else why not; asked at most every BROKER_CHECK_INTERVAL."""
+    seen = _broker_seen.get("last")
+    if seen is not None and time.monotonic() - seen[0] < BROKER_CHECK_INTERVAL:
+        return seen[1]
+    try:
+        broker_check()
+        error = ""
+    except BrokerUnavailable as exc:
+        error = str(exc).replace(" Nothing was queued.", "")
+    _broker_seen["last"] = (time.monotonic(), error)
+    return error
+
+
+def judge_run_health_check(*, run: JudgeRun) -> JudgeRun:
+    """Note on a running run that the broker is unreachable (or that it answers again).
+
+    Called when a researcher looks at the run: workers cannot report a broker they cannot reach,
+    so the web process asks it. The first time it fails is kept as "since". Returns the run with
+    its stall fields up to date.
+    """
+    if run.status != JudgeRun.Status.RUNNING:
+        return run
+    error = _broker_error()
+    if error:
+        run_stall_note(run_id=run.pk, reason=f"{BROKER_STALL}: {error}")
+    elif run.stall_reason.startswith(BROKER_STALL):
+        run_stall_clear(run_id=run.pk, prefix=BROKER_STALL)
+    else:
+        return run
+    run.refresh_from_db(fields=["stall_reason", "stall_since"])
+    return run

@@ -8,7 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from config.celery import app as celery_app
 from tests.judges.conftest import KEY_ENV
 from tests.judges.fake_openai import API_KEY
 
@@ -144,6 +146,20 @@ def wait_for(
         if tick is not None:
             tick()
         time.sleep(every)
+
+
+@contextmanager
+def broker_url_set(url: str) -> Iterator[None]:
+    """Make this process's Celery app send to, and check, the broker at `url` for a while."""
+    conf = celery_app.conf
+    saved = (conf.broker_url, conf.broker_read_url, conf.broker_write_url)
+    conf.broker_url = conf.broker_read_url = conf.broker_write_url = url
+    celery_app.close()
+    try:
+        yield
+    finally:
+        conf.broker_url, conf.broker_read_url, conf.broker_write_url = saved
+        celery_app.close()
 
 
 def broker_purge(url: str, *queues: str) -> None:

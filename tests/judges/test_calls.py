@@ -477,7 +477,9 @@ def test_a_rate_limiter_that_cannot_reach_redis_names_the_cause_on_the_run(
     outcome = judge_call_execute(call_id=call_of(run, pair).pk)
     assert outcome.status == "pending" and outcome.retry_in
     run.refresh_from_db()
-    assert run.stall_reason.startswith("the rate limiter cannot reach Redis at redis://127.0.0.1:")
+    assert run.stall_reason.startswith(
+        "rate limiter cannot reach Redis: Redis at redis://127.0.0.1:"
+    )
     assert run.stall_since is not None
     assert not fake.requests()
     since = run.stall_since

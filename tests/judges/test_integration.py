@@ -12,10 +12,12 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.judges import judge_create
 from judges.services.runs import judge_calls_reconcile, judge_run_start
+from tests.conftest import PASSWORD
 from tests.judges.conftest import make_llm_judge, make_marked_pairs, pair_key
 from tests.judges.fake_openai import Fault
 from tests.judges.integration import (
@@ -23,6 +25,7 @@ from tests.judges.integration import (
     ROOT,
     PrivateRedis,
     broker_purge,
+    free_port,
     process_env,
     wait_for,
     worker_start,
@@ -255,3 +258,26 @@ def test_starting_a_run_fails_loudly_when_the_broker_is_down(cast, fake, api_key
     assert "broker at redis://127.0.0.1:1/0 does not answer" in cli.stderr
     assert "Nothing was queued" in cli.stderr
     assert not JudgeRun.objects.exists()
+
+
+def test_a_run_whose_rate_limiter_cannot_reach_redis_names_the_cause_on_its_page_within_a_minute(
+    cast, fake, api_key, workers, client
+):
+    make_marked_pairs(cast.study, 3)
+    judge = make_llm_judge(fake, rpm=60)
+    # The broker answers; only the rate limiter's Redis does not.
+    worker = workers("no-limiter", env={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    assert client.login(username=cast.researcher.username, password=PASSWORD)
+    page = reverse("judges:run_detail", args=[cast.study.slug, run.pk])
+    started = time.monotonic()
+    wait_for(
+        lambda: "Rate limiter cannot reach Redis since" in client.get(page).content.decode(),
+        60,
+        lambda: explain(run, worker),
+        every=1.0,
+    )
+    html = client.get(page).content.decode()
+    assert time.monotonic() - started < 60
+    assert "does not answer" in html and "check REDIS_URL" in html
+    assert run_status(run) == "running" and not fake.requests()

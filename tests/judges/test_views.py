@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from judges.models import Judge, JudgeCall, JudgeRun
+from judges.services import runs as run_services
 from judges.services.calls import judge_call_execute
 from judges.services.judges import judge_create
 from judges.services.runs import judge_run_start
 from tests.conftest import PASSWORD
 from tests.judges.conftest import KEY_ENV, make_llm_judge, make_marked_pairs
+from tests.judges.integration import broker_url_set
 
 pytestmark = pytest.mark.django_db
 
@@ -136,3 +142,54 @@ def test_a_judge_without_its_key_shows_what_to_set_and_starts_nothing(
     assert response.status_code == 409
     assert f"set {KEY_ENV}" in response.content.decode()
     assert not JudgeRun.objects.exists()
+
+
+def test_a_run_whose_broker_is_unreachable_says_so_with_the_time_it_was_first_seen(
+    client, cast, run, settings
+):
+    login(client, cast.researcher)
+    run_services._broker_seen.clear()
+    try:
+        with broker_url_set("redis://127.0.0.1:1/0"):
+            first = client.get(urls(run)[2]).json()["stall"]
+            run_services._broker_seen.clear()
+            again = client.get(urls(run)[1]).content.decode()
+    finally:
+        run_services._broker_seen.clear()
+    assert first.startswith("Broker unreachable since ")
+    assert "the Celery broker at redis://127.0.0.1:1/0 does not answer" in first
+    # The time is the first failure's, kept while the outage lasts.
+    assert first in again.replace("&#x27;", "'")
+    assert client.get(urls(run)[2]).json()["stall"] == ""
+
+
+def test_the_run_and_call_pages_show_what_may_have_been_paid_twice_and_a_calls_lease(
+    client, cast, run
+):
+    call = run.calls.filter(status="pending").order_by("pk").first()
+    lease = timezone.now() + timedelta(seconds=90)
+    JudgeCall.objects.filter(pk=call.pk).update(
+        status="running", attempts=2, lease_expires_at=lease, unrecorded_requests=1
+    )
+    JudgeRun.objects.filter(pk=run.pk).update(exposure_usd=Decimal("0.0123"))
+    login(client, cast.researcher)
+    data = client.get(urls(run)[2]).json()
+    assert (data["possibly_charged_twice"], data["possibly_charged_twice_usd"]) == (1, "0.012300")
+    html = client.get(reverse("judges:call_detail", args=[run.study.slug, run.pk, call.pk]))
+    text = html.content.decode()
+    assert '<td id="call-attempts">2</td>' in text
+    assert f"claimed by a worker until {lease:%Y-%m-%d %H:%M:%S}" in text
+    assert "1 request sent without a recorded reply" in text
+
+
+def test_a_running_run_with_no_call_finished_for_long_asks_for_a_worker(
+    client, cast, run, settings
+):
+    settings.CONCORD_JUDGE_STALL_SECONDS = 60
+    long_ago = timezone.now() - timedelta(minutes=5)
+    run.calls.update(finished_at=None)
+    JudgeRun.objects.filter(pk=run.pk).update(started_at=long_ago)
+    login(client, cast.researcher)
+    stall = client.get(urls(run)[2]).json()["stall"]
+    assert stall.startswith("No call finished since ")
+    assert "celery -A config worker -Q llm_judge" in stall
