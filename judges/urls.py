@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import views
+from judges import views, views_pl
 
 app_name = "judges"
 
@@ -18,5 +18,31 @@ urlpatterns = [
         "runs/<int:run_id>/calls/<int:call_id>/",
         views.CallDetailView.as_view(),
         name="call_detail",
+    ),
+    path("pl/", views_pl.PLTrainingListView.as_view(), name="pl_training_list"),
+    path(
+        "pl/<int:training_id>/",
+        views_pl.PLTrainingDetailView.as_view(),
+        name="pl_training_detail",
+    ),
+    path(
+        "pl/<int:training_id>/status.json",
+        views_pl.PLTrainingStatusView.as_view(),
+        name="pl_training_status",
+    ),
+    path(
+        "pl/<int:training_id>/curve.svg",
+        views_pl.PLTrainingCurveView.as_view(),
+        name="pl_training_curve",
+    ),
+    path(
+        "pl/<int:training_id>/cancel/",
+        views_pl.PLTrainingCancelView.as_view(),
+        name="pl_training_cancel",
+    ),
+    path(
+        "pl/<int:training_id>/retry/",
+        views_pl.PLTrainingRetryView.as_view(),
+        name="pl_training_retry",
     ),
 ]
