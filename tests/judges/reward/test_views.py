@@ -95,7 +95,9 @@ def test_outsiders_and_annotators_do_not_reach_the_training_pages(
 ) -> None:
     training = PLTraining.objects.create(study=cast.study, name="x", epochs=1)
     if who == "worker_one":
-        assert client.login(username=cast.worker_one.user.username, password=PASSWORD)
+        annotator = cast.worker_one.user
+        assert annotator is not None
+        assert client.login(username=annotator.username, password=PASSWORD)
     else:
         login(client, cast, who)
     slug = cast.study.slug
