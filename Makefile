@@ -3,10 +3,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DEMO := DJANGO_SETTINGS_MODULE=config.settings.demo
 TEST := DJANGO_SETTINGS_MODULE=config.settings.test
 
-.PHONY: demo test lint typecheck pytest services venv clean-demo browser
+.PHONY: demo demo-stop test lint typecheck pytest services venv clean-demo browser
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,18 +15,21 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 venv: $(STAMP)
 
-## demo: build the environment, load the demo study into SQLite and serve it on 127.0.0.1:8000
+## demo: build the environment, start the embedded PostgreSQL and Redis, load the demo study and
+## serve it on 127.0.0.1:$(DEMO_PORT) with a Celery worker and beat; Ctrl-C (or `make demo-stop`)
+## stops all of it
+DEMO_PORT ?= 8000
 demo: $(STAMP)
-	$(DEMO) $(BIN)/python manage.py migrate --noinput
-	$(DEMO) $(BIN)/python manage.py demo_setup
-	@# The worker runs on kombu's file-system broker (no Redis) and stops with the server.
-	@scripts/demo_worker.sh > var/demo-worker.log 2>&1 & worker=$$!; \
-	  trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
-	  echo "Celery worker started (log: var/demo-worker.log). Ctrl-C stops both."; \
-	  $(DEMO) $(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python scripts/demo.py start --port $(DEMO_PORT)
 
-clean-demo:
-	rm -rf var/demo.sqlite3 var/broker
+## demo-stop: stop a demo started in another shell or in the background
+demo-stop:
+	@if test -x $(BIN)/python; then $(BIN)/python scripts/demo.py stop; \
+	  else echo "The demo is not running (no $(VENV))."; fi
+
+## clean-demo: stop the demo and forget its data (database, broker, log-ins)
+clean-demo: demo-stop
+	rm -rf var/demo var/demo-secret-key var/demo-password-*
 
 ## test: build the environment, check PostgreSQL and Redis, then lint, type-check and run pytest
 test: $(STAMP) services lint typecheck pytest

@@ -1,7 +1,12 @@
-"""Set up the demo: the demo study, its pairs and three log-ins. Used by `make demo` only."""
+"""Set up the demo: the demo study, its pairs and two log-ins. Used by `make demo` only.
+
+Annotating needs no log-in: the demo entry panel (/work/demo/enter/demo/) makes a worker per
+browser, as a Prolific link would.
+"""
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +54,10 @@ def _login(username: str, role: Role, *, superuser: bool = False) -> DemoLogin:
     store = Path(settings.CONCORD_VAR_DIR) / f"demo-password-{username}"
     if not store.exists():
         store.parent.mkdir(exist_ok=True)
-        store.write_text(secrets.token_urlsafe(9))
+        # Owner-only: the embedded PostgreSQL's system user may traverse var/ (see README).
+        descriptor = os.open(store, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(secrets.token_urlsafe(9))
     password = store.read_text().strip()
     user, created = User.objects.get_or_create(username=username)
     if created or not user.check_password(password):
@@ -63,7 +71,8 @@ def _login(username: str, role: Role, *, superuser: bool = False) -> DemoLogin:
 
 @transaction.atomic
 def demo_setup() -> DemoSetup:
-    """Load the demo study (idempotent), make its pairs and gold pairs, and the demo log-ins."""
+    """Load the demo study (idempotent), make its pairs and gold pairs, and the demo log-ins:
+    an admin (the Django admin) and a researcher (the study's pages)."""
     study, _ = Study.objects.get_or_create(
         slug=DEMO_SLUG,
         defaults={
@@ -83,10 +92,9 @@ def demo_setup() -> DemoSetup:
     admin = _login("demo-admin", Role.ADMIN, superuser=True)
     researcher = _login("demo-researcher", Role.RESEARCHER)
     study_member_add(study=study, user=User.objects.get(username=researcher.username))
-    worker = _login("demo-worker", Role.ANNOTATOR)
     return DemoSetup(
         study=study,
-        logins=(admin, researcher, worker),
+        logins=(admin, researcher),
         imported=imported,
         pairs=pairs,
         gold=gold,

@@ -10,6 +10,12 @@ from annotation.services.demo import demo_setup
 from judges.services.demo import demo_judges_ensure
 from judges.services.judges import judge_readiness
 
+# What each printed log-in is for.
+LOGIN_PURPOSE = {
+    "admin": "the Django admin (/admin/): studies, forms, judges, users",
+    "researcher": "the demo study's pages: import, pairs, judge runs, analysis, workers and pay",
+}
+
 
 class Command(BaseCommand):
     help = "Load the demo study and judges (idempotent), make its pairs, print the log-ins."
@@ -26,17 +32,38 @@ class Command(BaseCommand):
             f"{setup.study.pairs.count()} pairs ({setup.study.pairs.filter(is_gold=True).count()}"
             " gold)."
         )
+        slug = setup.study.slug
         self.stdout.write("")
-        self.stdout.write(f"  Site:            {base}/")
-        self.stdout.write(f"  Admin:           {base}/admin/")
-        self.stdout.write(f"  Researcher:      {base}/studies/{setup.study.slug}/")
-        self.stdout.write(f"  Import page:     {base}/studies/{setup.study.slug}/import/")
-        self.stdout.write(f"  Judge runs:      {base}/studies/{setup.study.slug}/judges/")
-        self.stdout.write(f"  Annotate:        {base}/work/{setup.study.slug}/enter/demo/")
+        self.stdout.write(f"  Site:          {base}/")
+        self.stdout.write(f"  Study:         {base}/studies/{slug}/")
+        self.stdout.write(f"  Import page:   {base}/studies/{slug}/import/")
+        self.stdout.write(f"  Judge runs:    {base}/studies/{slug}/judges/")
+        self.stdout.write(f"  Analysis:      {base}/studies/{slug}/analysis/")
+        self.stdout.write(f"  Admin:         {base}/admin/")
+        self.stdout.write(
+            f"  Annotate:      {base}/work/{slug}/enter/demo/  (no log-in: each browser that "
+            "opens it is a new worker)"
+        )
         self.stdout.write("")
-        for judge in judges:
-            self.stdout.write(f"  judge {judge.name!r}: {judge_readiness(judge=judge) or 'ready'}")
-        self.stdout.write("")
+        self.stdout.write("Log-ins (passwords kept in var/):")
         for login in setup.logins:
-            self.stdout.write(f"  {login.role:<11} user {login.username:<16} {login.password}")
+            self.stdout.write(
+                f"  {login.role:<11} {login.username:<16} {login.password:<14} "
+                f"{LOGIN_PURPOSE[login.role]}"
+            )
+        self.stdout.write("")
+        self.stdout.write("Judges:")
+        for judge in judges:
+            self.stdout.write(f"  {judge.name!r}: {judge_readiness(judge=judge) or 'ready'}")
+        keys = sorted({judge.api_key_env for judge in judges if judge.api_key_env})
+        if keys:
+            self.stdout.write(
+                "An LLM judge reads its API key from the environment variable it names, in the "
+                "worker's environment."
+            )
+            self.stdout.write(
+                "To give it one, stop the demo and start it again with the key set: "
+                + " ".join(f"{name}=..." for name in keys)
+                + " make demo"
+            )
         self.stdout.write("")
