@@ -3,13 +3,19 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
 TEST := DJANGO_SETTINGS_MODULE=config.settings.test
 
 .PHONY: demo demo-stop test lint typecheck pytest services venv clean-demo browser
 
-$(STAMP): requirements.txt requirements-dev.txt
+# The demo needs only the runtime requirements; the tests add the dev tools (and a browser).
+$(RUNTIME): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME) requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
@@ -19,7 +25,7 @@ venv: $(STAMP)
 ## serve it on 127.0.0.1:$(DEMO_PORT) with a Celery worker and beat; Ctrl-C (or `make demo-stop`)
 ## stops all of it
 DEMO_PORT ?= 8000
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/python scripts/demo.py start --port $(DEMO_PORT)
 
 ## demo-stop: stop a demo started in another shell or in the background
