@@ -233,7 +233,11 @@ def pl_training_execute(*, training_id: int) -> str:
             judge = Judge.objects.create(
                 name=training.name,
                 kind=Judge.Kind.PL,
-                model_name=result.metadata["backbone_label"],
+                # The report names a source by judge and model: recipe and K say which PL model.
+                model_name=(
+                    f"{result.metadata['backbone_label']}, PL {result.metadata['recipe']} "
+                    f"K={result.metadata['k']}"
+                )[:200],
                 model_version=result.metadata["weights_hash"][:12],
                 params={
                     "artifact": result.artifact,

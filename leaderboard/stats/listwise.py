@@ -16,8 +16,9 @@ are left out of that column, and the counts say how many lists each column used.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,3 +94,106 @@ def random_scores(sizes: Sequence[int], *, seed: int) -> list[np.ndarray]:
     """Uniform random scores for lists of the given sizes: the random ranker, seeded."""
     rng = np.random.default_rng(seed)
     return [rng.random(size) for size in sizes]
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of AdvisorQA's Table 3: a source, how it ranks, and the measures.
+
+    ``ranking`` is "scores" (a scorer such as a PL model), "wins" (a pairwise judge or people:
+    answers ranked by wins, :func:`wins_scores`), "length" or "random". For "wins" sources the
+    two accuracies come from their direct verdicts on the (1st, 2nd) and (1st, last) pairs
+    (share won by the 1st, a tie half), counted in ``second_pairs`` / ``last_pairs``.
+    """
+
+    source: str
+    ranking: str
+    lists: int
+    ndcg_2: float
+    ndcg_3: float
+    ndcg_5: float
+    first_vs_second: float
+    first_vs_last: float
+    second_pairs: int
+    last_pairs: int
+
+
+def _row(source: str, ranking: str, rows: list[np.ndarray]) -> TableRow:
+    result = listwise_scores(rows)
+    return TableRow(
+        source=source,
+        ranking=ranking,
+        lists=result.lists,
+        ndcg_2=result.ndcg[2],
+        ndcg_3=result.ndcg[3],
+        ndcg_5=result.ndcg[5],
+        first_vs_second=result.first_vs_second,
+        first_vs_last=result.first_vs_last,
+        second_pairs=result.lists,
+        last_pairs=result.lists,
+    )
+
+
+def _first_share(verdicts: Sequence[tuple[int, int, float]], first: int, other: int) -> list[float]:
+    out = []
+    for a, b, p_b in verdicts:
+        if (a, b) == (first, other):
+            out.append(1.0 - p_b)
+        elif (a, b) == (other, first):
+            out.append(p_b)
+    return out
+
+
+def advisorqa_table(
+    lists: Sequence[Sequence[int]],
+    *,
+    scores: Mapping[str, Mapping[int, float]],
+    verdicts: Mapping[str, Sequence[tuple[int, int, float]]],
+    lengths: Mapping[int, float],
+    seed: int,
+) -> list[TableRow]:
+    """AdvisorQA's Table 3 (Kim et al. 2024) over gold lists of answer ids (best first).
+
+    Rows: the random ranker (seeded), the longer-answer ranker, each scorer in ``scores``
+    (answer id -> score; a list counts when every answer has a score), each pairwise source in
+    ``verdicts`` ((answer_a, answer_b, share won by b) per verdict; a list counts when the
+    source judged any pair within it). Measures as in :func:`listwise_scores`.
+    """
+    gold = [list(ids) for ids in lists if len(ids) >= 2]
+    table = [
+        _row("random ranker", "random", random_scores([len(ids) for ids in gold], seed=seed)),
+        _row(
+            "longer answer",
+            "length",
+            [np.array([lengths[a] for a in ids]) for ids in gold if all(a in lengths for a in ids)],
+        ),
+    ]
+    for name, mapping in scores.items():
+        rows = [
+            np.array([mapping[a] for a in ids]) for ids in gold if all(a in mapping for a in ids)
+        ]
+        table.append(_row(name, "scores", rows))
+    for name, given in verdicts.items():
+        by_answer: dict[int, list[tuple[int, int, float]]] = {}
+        for verdict in given:
+            by_answer.setdefault(verdict[0], []).append(verdict)
+        rows, second, last = [], [], []
+        for ids in gold:
+            position = {a: i for i, a in enumerate(ids)}
+            mine = [(a, b, p) for x in ids for a, b, p in by_answer.get(x, []) if b in position]
+            if not mine:
+                continue
+            rows.append(wins_scores(len(ids), [(position[a], position[b], p) for a, b, p in mine]))
+            second += _first_share(mine, ids[0], ids[1])
+            last += _first_share(mine, ids[0], ids[-1])
+        row = _row(name, "wins", rows)
+        table.append(
+            dataclasses.replace(
+                row,
+                first_vs_second=float(np.mean(second)) if second else math.nan,
+                first_vs_last=float(np.mean(last)) if last else math.nan,
+                second_pairs=len(second),
+                last_pairs=len(last),
+            )
+        )
+    return table

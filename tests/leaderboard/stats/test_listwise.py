@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard.stats.listwise import listwise_scores, random_scores, wins_scores
+from leaderboard.stats.listwise import advisorqa_table, listwise_scores, random_scores, wins_scores
 
 
 def test_a_perfect_ranker_scores_one_everywhere() -> None:
@@ -46,3 +46,28 @@ def test_the_random_ranker_is_seeded_and_near_a_half() -> None:
     assert all(np.array_equal(a, b) for a, b in zip(lists, again, strict=True))
     result = listwise_scores(lists)
     assert result.first_vs_second == pytest.approx(0.5, abs=0.04)
+
+
+def test_the_table_ranks_scorers_by_score_and_judges_by_wins_with_direct_accuracies() -> None:
+    lists = [[1, 2, 3], [4, 5, 6]]
+    rows = advisorqa_table(
+        lists,
+        scores={"pl": {1: 3.0, 2: 2.0, 3: 1.0, 4: 1.0, 5: 2.0, 6: 0.0}},
+        # The judge prefers 1 over 2 and 1 over 3, ties 2 and 3; it judged nothing on list 2.
+        verdicts={"llm": [(1, 2, 0.0), (3, 1, 1.0), (2, 3, 0.5)]},
+        lengths={1: 10, 2: 30, 3: 20, 4: 5, 5: 4, 6: 3},
+        seed=0,
+    )
+    by_source = {row.source: row for row in rows}
+    assert [row.ranking for row in rows] == ["random", "length", "scores", "wins"]
+    pl = by_source["pl"]
+    assert (pl.lists, pl.first_vs_second, pl.first_vs_last) == (2, 0.5, 1.0)
+    longer = by_source["longer answer"]
+    assert (longer.first_vs_second, longer.first_vs_last) == (0.5, 0.5)
+    llm = by_source["llm"]
+    assert (llm.lists, llm.first_vs_second, llm.first_vs_last) == (1, 1.0, 1.0)
+    assert (llm.second_pairs, llm.last_pairs) == (1, 1)
+    # Wins 2, 0.5, 0.5: the best first; the tied two share the mean discount of places 2 and 3.
+    shared = (1 / math.log2(3) + 1 / math.log2(4)) / 2
+    ideal = 3 + 2 / math.log2(3) + 1 / math.log2(4)
+    assert llm.ndcg_3 == pytest.approx((3 + 3 * shared) / ideal)
