@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
+from annotation.models import Study
+from judges.llm.prompts import TEMPLATES
 from judges.models import Judge
+from judges.selectors.judges import judge_list_for_study
 from judges.services.judges import RUNNABLE_KINDS
 
 
 class RunStartForm(forms.Form):
-    judge = forms.ModelChoiceField(queryset=Judge.objects.filter(kind__in=RUNNABLE_KINDS))
+    judge = forms.ModelChoiceField(queryset=Judge.objects.none())
     budget_usd = forms.DecimalField(
         label="Budget (USD)",
         required=False,
@@ -18,6 +23,13 @@ class RunStartForm(forms.Form):
         decimal_places=6,
         help_text="Empty: no cap.",
     )
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the admin's shared judges and this study's own: never another study's key.
+        self.fields["judge"].queryset = judge_list_for_study(study=study).filter(  # type: ignore[attr-defined]
+            kind__in=RUNNABLE_KINDS
+        )
 
 
 class RunResumeForm(forms.Form):
@@ -73,3 +85,73 @@ class PLTrainingForm(forms.Form):
         label="Held-out share of prompts", min_value=0, max_value=0.9, initial=0.2
     )
     seed = forms.IntegerField(required=False, help_text="Empty: a random seed (recorded).")
+
+
+class JudgeCreateForm(forms.Form):
+    """An LLM judge from a shipped template; its key named as a variable or pasted."""
+
+    KEY_FROM_ENV, KEY_PASTED = "env", "paste"
+
+    name = forms.CharField(max_length=100, help_text="Unique; shown on run pages and reports.")
+    template = forms.ChoiceField(
+        choices=[(name, f"{t.title} ({name})") for name, t in TEMPLATES.items()],
+        help_text="The prompt the judge is sent; each asks for a reply format Concord parses.",
+    )
+    model_name = forms.CharField(max_length=200, help_text="As the API names it, e.g. gpt-4o.")
+    base_url = forms.URLField(
+        assume_scheme="https",
+        help_text="The OpenAI-compatible API, e.g. https://api.openai.com/v1; its host must be "
+        "on CONCORD_JUDGE_HOST_ALLOWLIST.",
+    )
+    key_source = forms.ChoiceField(
+        choices=[(KEY_PASTED, "Paste the key here"), (KEY_FROM_ENV, "Environment variable")],
+        widget=forms.RadioSelect,
+        initial=KEY_PASTED,
+        label="Key",
+    )
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Stored encrypted with a key derived from the server's SECRET_KEY; never "
+        "shown again, logged or exported.",
+    )
+    api_key_env = forms.CharField(
+        label="Environment variable",
+        max_length=100,
+        required=False,
+        help_text="The name of the variable that holds the key on the workers, e.g. "
+        "OPENAI_API_KEY (the key itself never goes here).",
+    )
+    price_input_per_mtok = forms.DecimalField(
+        label="Price per million input tokens (USD)", min_value=0, initial=0, decimal_places=4
+    )
+    price_output_per_mtok = forms.DecimalField(
+        label="Price per million output tokens (USD)", min_value=0, initial=0, decimal_places=4
+    )
+    requests_per_minute = forms.IntegerField(
+        min_value=1, required=False, help_text="Your API tier's limit; empty: none."
+    )
+    order_policy = forms.ChoiceField(
+        choices=Judge.OrderPolicy.choices,
+        initial=Judge.OrderPolicy.BOTH,
+        help_text="Both orders measure the judge's position bias (twice the calls).",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("key_source") == self.KEY_PASTED and not data.get("api_key"):
+            self.add_error("api_key", "Paste the key, or choose an environment variable.")
+        if data.get("key_source") == self.KEY_FROM_ENV and not data.get("api_key_env"):
+            self.add_error("api_key_env", "Name the variable, or paste the key.")
+        return data
+
+
+class JudgeKeyForm(forms.Form):
+    api_key = forms.CharField(
+        label="New API key",
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Replaces the judge's key; stored encrypted, never shown again.",
+    )

@@ -43,6 +43,15 @@ class Judge(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=10, choices=Kind.choices)
+    study = models.ForeignKey(
+        Study,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="judges",
+        help_text="The study a researcher made this judge in (only its members see it); empty "
+        "for a judge an admin made for every study.",
+    )
     model_name = models.CharField(max_length=200, blank=True)
     model_version = models.CharField(max_length=100, blank=True)
     base_url = models.URLField(blank=True, help_text="OpenAI-compatible API base URL.")
@@ -51,6 +60,10 @@ class Judge(models.Model):
         blank=True,
         help_text="Name of the environment variable that holds the key (never the key itself).",
     )
+    # A key pasted in the researcher's page, Fernet-encrypted with a key derived from SECRET_KEY
+    # (judges.services.keys); never shown, logged or exported. Used instead of api_key_env.
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    api_key_set_at = models.DateTimeField(null=True, blank=True, editable=False)
     prompt_template = models.TextField(
         blank=True,
         help_text="Variables: {question}, {answer_first}, {answer_second}, {turn}, {values}.",

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import views, views_pl
+from judges import views, views_judges, views_pl
 
 app_name = "judges"
 
 urlpatterns = [
     path("", views.RunListView.as_view(), name="run_list"),
+    path("new/", views_judges.JudgeCreateView.as_view(), name="judge_create"),
+    path("<int:judge_id>/", views_judges.JudgeDetailView.as_view(), name="judge_detail"),
+    path("<int:judge_id>/test/", views_judges.JudgeTestView.as_view(), name="judge_test"),
+    path("<int:judge_id>/key/", views_judges.JudgeKeyView.as_view(), name="judge_key"),
     path("runs/<int:run_id>/", views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:run_id>/progress.json", views.RunProgressView.as_view(), name="run_progress"),
     path("runs/<int:run_id>/cancel/", views.RunCancelView.as_view(), name="run_cancel"),

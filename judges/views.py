@@ -16,7 +16,8 @@ from django.views import View
 from annotation.models import Study
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
 from judges.forms import RunResumeForm, RunStartForm
-from judges.models import Judge, JudgeRun
+from judges.models import JudgeCall, JudgeRun
+from judges.selectors.judges import judge_list_for_study
 from judges.selectors.runs import (
     judge_call_get,
     judge_call_list,
@@ -48,11 +49,11 @@ def _run_or_404(request: HttpRequest, study: Study, run_id: int) -> JudgeRun:
 class RunListView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        return self._render(request, study, RunStartForm())
+        return self._render(request, study, RunStartForm(study=study))
 
     def post(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        form = RunStartForm(request.POST)
+        form = RunStartForm(request.POST, study=study)
         if not form.is_valid():
             return self._render(request, study, form, status=400)
         try:
@@ -77,7 +78,7 @@ class RunListView(ResearcherRequiredMixin, View):
         runs = judge_run_list_for_user(user=request.user).filter(study=study)
         judges = [
             (judge, judge_readiness(judge=judge))
-            for judge in Judge.objects.filter(kind__in=RUNNABLE_KINDS)
+            for judge in judge_list_for_study(study=study).filter(kind__in=RUNNABLE_KINDS)
         ]
         context = {"study": study, "runs": runs, "judges": judges, "form": form}
         return render(request, "judges/run_list.html", context, status=status)
@@ -87,10 +88,15 @@ class RunDetailView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         study = get_study_or_404(request, slug)
         run = judge_run_health_check(run=_run_or_404(request, study, run_id))
-        page = Paginator(judge_call_list(run=run), 50).get_page(request.GET.get("page"))
+        status = request.GET.get("status", "")
+        status = status if status in JudgeCall.Status.values else ""
+        calls = judge_call_list(run=run, status=status)
+        page = Paginator(calls, 50).get_page(request.GET.get("page"))
         context = {
             "study": study,
             "run": run,
+            "status_filter": status,
+            "call_statuses": JudgeCall.Status.choices,
             "progress": judge_run_progress(run=run),
             "page": page,
             "resume_form": RunResumeForm(),

@@ -179,6 +179,8 @@ CONCORD_JUDGE_HOST_ALLOWLIST: list[str] = env.list(
 # The total deadline of one request to a judge's API, from connecting to the last byte of the
 # reply (not a limit per read: a reply trickled slowly is cut off at this time too).
 CONCORD_JUDGE_TIMEOUT_SECONDS: float = env.float("CONCORD_JUDGE_TIMEOUT_SECONDS", default=60.0)
+# Total deadline of the "Test connection" button on a judge's page (one tiny call, in the request).
+CONCORD_JUDGE_TEST_SECONDS: float = env.float("CONCORD_JUDGE_TEST_SECONDS", default=10.0)
 # Seconds a claimed call may run before the reconciler hands it to another worker. It must
 # exceed the request's deadline (checked at start, judges.checks), so a live call is never
 # handed out twice; what is left after the deadline is the time to record the reply.

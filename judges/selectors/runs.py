@@ -72,8 +72,13 @@ def judge_run_get_for_user(*, user: User | AnonymousUser, run_id: int) -> JudgeR
     return judge_run_list_for_user(user=user).get(pk=run_id)
 
 
-def judge_call_list(*, run: JudgeRun) -> QuerySet[JudgeCall]:
-    return run.calls.select_related("pair__prompt").order_by("pk")
+def judge_call_list(*, run: JudgeRun, status: str = "") -> QuerySet[JudgeCall]:
+    """The run's calls by pair and order, with the prompt and both systems (researchers only),
+    optionally of one status."""
+    calls = run.calls.select_related(
+        "pair__prompt", "pair__answer_a__system", "pair__answer_b__system"
+    ).order_by("pair_id", "order", "pk")
+    return calls.filter(status=status) if status else calls
 
 
 def judge_call_get(*, run: JudgeRun, call_id: int) -> JudgeCall:

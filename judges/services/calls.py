@@ -36,13 +36,13 @@ from judges.llm.client import (
     ChatReply,
     JudgeCallError,
     JudgeNotConfigured,
-    api_key_get,
     chat_complete,
 )
 from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
 from judges.llm.prompts import conversation_render, question_render, template_render
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
+from judges.services.keys import judge_api_key
 from judges.services.queueing import url_label
 
 logger = logging.getLogger(__name__)
@@ -405,7 +405,7 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
 
     request = call_request(call=call)
     try:
-        api_key = api_key_get(judge.api_key_env)
+        api_key = judge_api_key(judge=judge)
     except JudgeNotConfigured as exc:
         return _fail_unclaimed(call, request, str(exc))
     # Take a rate-limit slot before the claim: a worker that waits never holds a lease, so the

@@ -6,10 +6,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
-from judges.llm.client import JudgeNotConfigured, UnsafeBaseURL, api_key_get, base_url_check
+from annotation.models import Study
+from judges.llm.client import JudgeNotConfigured, UnsafeBaseURL, base_url_check
 from judges.llm.prompts import TEMPLATES
 from judges.models import Judge, template_hash
+from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
 
 RUNNABLE_KINDS = (Judge.Kind.LLM, Judge.Kind.RANDOM, Judge.Kind.LONGER, Judge.Kind.PL)
 
@@ -32,9 +35,13 @@ def judge_validate(*, judge: Judge) -> None:
             errors["base_url"] = str(exc)
     if not judge.model_name:
         errors["model_name"] = "An LLM judge needs a model name, e.g. gpt-4o."
-    if not judge.api_key_env:
-        errors["api_key_env"] = "Name the environment variable that holds the key."
-    elif not judge.api_key_env.replace("_", "").isalnum() or judge.api_key_env[0].isdigit():
+    if not judge.api_key_env and not judge.api_key_encrypted:
+        errors["api_key_env"] = (
+            "Name the environment variable that holds the key, or paste the key itself."
+        )
+    elif judge.api_key_env and (
+        not judge.api_key_env.replace("_", "").isalnum() or judge.api_key_env[0].isdigit()
+    ):
         errors["api_key_env"] = (
             f"{judge.api_key_env!r} is not an environment variable name (letters, digits, _)."
         )
@@ -60,8 +67,14 @@ def judge_create(
     requests_per_minute: int | None = None,
     tokens_per_minute: int | None = None,
     order_policy: str = Judge.OrderPolicy.BOTH,
+    study: Study | None = None,
+    api_key: str = "",
 ) -> Judge:
-    """Create a judge, from a shipped template by name or from its own template text."""
+    """Create a judge, from a shipped template by name or from its own template text.
+
+    `api_key` is a key pasted by a researcher: stored encrypted instead of `api_key_env`
+    (judges.services.keys). `study` makes the judge that study's own.
+    """
     if template_name is not None:
         if template_name not in TEMPLATES:
             raise ValidationError(
@@ -84,7 +97,15 @@ def judge_create(
         requests_per_minute=requests_per_minute,
         tokens_per_minute=tokens_per_minute,
         order_policy=order_policy,
+        study=study,
     )
+    if api_key:
+        try:
+            judge.api_key_encrypted = api_key_encrypt(api_key_clean(api_key))
+        except ValueError as exc:
+            raise ValidationError({"api_key": str(exc)}) from exc
+        judge.api_key_env = ""
+        judge.api_key_set_at = timezone.now()
     judge.template_hash = template_hash(judge.prompt_template)
     judge.full_clean()
     judge_validate(judge=judge)
@@ -109,7 +130,7 @@ def judge_readiness(*, judge: Judge) -> str:
             message for messages in exc.message_dict.values() for message in messages
         )
     try:
-        api_key_get(judge.api_key_env)
+        judge_api_key(judge=judge)
     except JudgeNotConfigured as exc:
         return str(exc)
     return ""

@@ -1,0 +1,130 @@
+"""The researcher's judge pages: connect an LLM judge from a template, set its key, test it.
+
+Doors only: parse, call one service or selector, render. Members of the study (with the judge
+permissions) and admins only; a pasted key never comes back in a page, a message or a log.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.debug import sensitive_post_parameters
+
+from annotation.models import Study
+from annotation.views.setup import form_errors_to
+from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from judges.forms import JudgeCreateForm, JudgeKeyForm
+from judges.models import Judge
+from judges.selectors.judges import judge_get_for_study
+from judges.services.connection import judge_connection_test
+from judges.services.judges import judge_create, judge_readiness
+from judges.services.keys import judge_api_key_set, judge_key_source
+
+
+def _study_for(request: HttpRequest, slug: str, perm: str) -> Study:
+    study = get_study_or_404(request, slug)
+    if not request.user.has_perm(perm):
+        raise Http404("No such page.")
+    return study
+
+
+def _judge_or_404(study: Study, judge_id: int) -> Judge:
+    try:
+        return judge_get_for_study(study=study, judge_id=judge_id)
+    except Judge.DoesNotExist as exc:
+        raise Http404("No such judge.") from exc
+
+
+@method_decorator(sensitive_post_parameters("api_key"), name="post")
+class JudgeCreateView(ResearcherRequiredMixin, View):
+    template_name = "judges/judge_new.html"
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = _study_for(request, slug, "judges.add_judge")
+        return render(request, self.template_name, {"study": study, "form": JudgeCreateForm()})
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = _study_for(request, slug, "judges.add_judge")
+        form = JudgeCreateForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            pasted = data["key_source"] == JudgeCreateForm.KEY_PASTED
+            try:
+                judge = judge_create(
+                    name=data["name"],
+                    kind=Judge.Kind.LLM,
+                    model_name=data["model_name"],
+                    base_url=data["base_url"],
+                    api_key_env="" if pasted else data["api_key_env"],
+                    api_key=data["api_key"] if pasted else "",
+                    template_name=data["template"],
+                    price_input_per_mtok=data["price_input_per_mtok"],
+                    price_output_per_mtok=data["price_output_per_mtok"],
+                    requests_per_minute=data["requests_per_minute"],
+                    order_policy=data["order_policy"],
+                    study=study,
+                )
+            except ValidationError as exc:
+                form_errors_to(form, exc)
+            else:
+                messages.success(request, f"Judge {judge.name} created. Test its connection.")
+                return redirect("judges:judge_detail", slug=study.slug, judge_id=judge.pk)
+        context = {"study": study, "form": form}
+        return render(request, self.template_name, context, status=400)
+
+
+class JudgeDetailView(ResearcherRequiredMixin, View):
+    def get(self, request: HttpRequest, slug: str, judge_id: int) -> HttpResponse:
+        study = _study_for(request, slug, "judges.view_judge")
+        judge = _judge_or_404(study, judge_id)
+        context: dict[str, Any] = {
+            "study": study,
+            "judge": judge,
+            "readiness": judge_readiness(judge=judge),
+            "key_source": judge_key_source(judge=judge),
+            "key_form": JudgeKeyForm(),
+            "editable": judge.study_id == study.pk and request.user.has_perm("judges.change_judge"),
+        }
+        return render(request, "judges/judge_detail.html", context)
+
+
+class JudgeTestView(ResearcherRequiredMixin, View):
+    """One tiny call to the judge's API, made now; its answer or error is shown as a message."""
+
+    def post(self, request: HttpRequest, slug: str, judge_id: int) -> HttpResponse:
+        study = _study_for(request, slug, "judges.view_judge")
+        judge = _judge_or_404(study, judge_id)
+        result = judge_connection_test(judge=judge)
+        if result.ok:
+            messages.success(request, f"Connection works: {result.message}")
+        else:
+            messages.error(request, f"Connection failed: {result.message}")
+        return redirect("judges:judge_detail", slug=study.slug, judge_id=judge.pk)
+
+
+@method_decorator(sensitive_post_parameters("api_key"), name="post")
+class JudgeKeyView(ResearcherRequiredMixin, View):
+    """Replace the key of one of the study's own judges with a pasted one."""
+
+    def post(self, request: HttpRequest, slug: str, judge_id: int) -> HttpResponse:
+        study = _study_for(request, slug, "judges.change_judge")
+        judge = _judge_or_404(study, judge_id)
+        if judge.study_id != study.pk:
+            raise Http404("No such judge.")  # an admin's shared judge is changed in the admin
+        form = JudgeKeyForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "Paste the new key.")
+        else:
+            try:
+                judge_api_key_set(judge=judge, key=form.cleaned_data["api_key"])
+            except ValueError as exc:
+                messages.error(request, str(exc))
+            else:
+                messages.success(request, "Key replaced; it is stored encrypted.")
+        return redirect("judges:judge_detail", slug=study.slug, judge_id=judge.pk)
