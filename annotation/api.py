@@ -36,7 +36,7 @@ from annotation.services.errors import (
     WorkerBlocked,
 )
 from annotation.services.judgments import judgment_submit
-from annotation.services.workers import worker_finish
+from annotation.services.workers import worker_completion_code, worker_finish
 from annotation.views.work import secure_worker_response
 
 ERROR_STATUS: dict[type[AnnotationError], int] = {
@@ -135,14 +135,16 @@ class NextApi(WorkerApi):
         if progress.done == 0:
             body.update(status="no_work", item=None)
             return Response(body)
-        worker_finish(worker=self.worker)
+        worker_finish(worker=self.worker, out_of_work=True)
+        code = worker_completion_code(worker=self.worker)
         panel = panel_get(self.worker.panel)
         body.update(
             status="done",
             item=None,
             completion={
-                "code": self.study.completion_code,
-                "url": panel.completion_url(study=self.study) if panel else "",
+                "code": code,
+                "full": self.worker.finished_full,
+                "url": panel.completion_url(study=self.study, code=code) if panel else "",
             },
         )
         return Response(body)

@@ -575,6 +575,11 @@ class Worker(models.Model):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     consented_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    finished_full = models.BooleanField(
+        default=False,
+        help_text="Finished at the study's target or when no work was left for them: earns the "
+        "full completion code; stopping earlier earns the partial code.",
+    )
     state_reason = models.TextField(blank=True, help_text="Why the state was last changed.")
     excluded = models.BooleanField(
         default=False,

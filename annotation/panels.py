@@ -12,6 +12,7 @@ import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import ClassVar
 from urllib.parse import urlencode
 
@@ -44,13 +45,17 @@ class Panel(ABC):
     def participant(self, *, study: Study, params: Mapping[str, str]) -> Participant:
         """Return the participant named by the entry URL, or raise EntryRefused."""
 
-    def completion_url(self, *, study: Study) -> str:
-        """Where to send a worker who finished; empty to show the code on the page."""
+    def completion_url(self, *, study: Study, code: str) -> str:
+        """Where to send a worker who finished with `code`; empty to show the code on the page."""
         return study.completion_url
 
 
 class ProlificPanel(Panel):
-    """Prolific appends PROLIFIC_PID, STUDY_ID and SESSION_ID to the study URL."""
+    """Prolific appends PROLIFIC_PID, STUDY_ID and SESSION_ID to the study URL.
+
+    STUDY_ID must be the study's configured Prolific study id: a link made up for another (or
+    no) Prolific study is refused before anything of the study is shown.
+    """
 
     key = Worker.Panel.PROLIFIC
 
@@ -64,29 +69,42 @@ class ProlificPanel(Panel):
                     "Prolific."
                 )
             values[name] = value
+        if not study.prolific_study_id:
+            raise EntryRefused("This study is not open to Prolific participants.")
+        if values["STUDY_ID"] != study.prolific_study_id:
+            raise EntryRefused(
+                "This link is not for this study. Please open the study again from Prolific."
+            )
         return Participant(
             external_id=values["PROLIFIC_PID"], panel_session_id=values["SESSION_ID"]
         )
 
-    def completion_url(self, *, study: Study) -> str:
-        if study.completion_url:
+    def completion_url(self, *, study: Study, code: str) -> str:
+        if study.completion_url and code == study.completion_code:
             return study.completion_url
-        if not study.completion_code:
+        if not code:
             return ""
-        return "https://app.prolific.com/submissions/complete?" + urlencode(
-            {"cc": study.completion_code}
-        )
+        return "https://app.prolific.com/submissions/complete?" + urlencode({"cc": code})
 
 
 class InvitePanel(Panel):
-    """A signed, single-use invite link made by a researcher: `?token=...`."""
+    """A signed, single-use invite link made by a researcher: `?token=...`.
+
+    The token carries its creation time; it expires after the study's `invite_valid_days`.
+    """
 
     key = Worker.Panel.INVITE
     single_use = True
 
     def participant(self, *, study: Study, params: Mapping[str, str]) -> Participant:
         try:
-            payload = signing.loads(params.get("token", ""), salt=INVITE_SALT)
+            payload = signing.loads(
+                params.get("token", ""),
+                salt=INVITE_SALT,
+                max_age=timedelta(days=study.invite_valid_days),
+            )
+        except signing.SignatureExpired as exc:
+            raise EntryRefused("This invite link has expired. Please ask for a new one.") from exc
         except signing.BadSignature as exc:
             raise EntryRefused("This invite link is not valid. Please ask for a new one.") from exc
         if not isinstance(payload, dict) or payload.get("study") != study.pk:

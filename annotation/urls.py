@@ -35,6 +35,11 @@ urlpatterns = [
         quality.WorkerActionView.as_view(),
         name="worker_action",
     ),
+    path(
+        "<slug:slug>/workers/<int:worker_id>/entries/",
+        quality.WorkerEntriesView.as_view(),
+        name="worker_entries",
+    ),
     path("<slug:slug>/workers/gold-bonus/", quality.GoldBonusView.as_view(), name="gold_bonus"),
     path("<slug:slug>/payouts.csv", quality.PayoutsCsvView.as_view(), name="payouts_csv"),
 ]

@@ -11,12 +11,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
-from annotation.models import HumanJudgment, PayEntry, Study, Worker
+from annotation.models import EntryLog, HumanJudgment, PayEntry, Study, Worker
 
 # A worker whose median time per item is under this many seconds is flagged as too fast.
 FAST_SECONDS = 5.0
+# Participant ids that entered from one client address before each of them is flagged.
+SHARED_ADDRESS_IDS = 3
 # With at least this many Likert answers, a share of left choices outside LEFT_SHARE_RANGE is
 # flagged: a careful worker's choices do not depend on the side.
 LEFT_SHARE_MIN_ITEMS = 10
@@ -135,6 +137,7 @@ def study_worker_quality(*, study: Study) -> list[WorkerQuality]:
         if status in ("pending", "approved"):
             pay[worker_id][status] += total or 0
 
+    shared = _shared_address_ids(study=study)
     rows = []
     for worker in workers:
         mine = per_worker.get(worker.pk, [])
@@ -146,10 +149,17 @@ def study_worker_quality(*, study: Study) -> list[WorkerQuality]:
         left_share = sum(1 for s in shown if s <= 4) / len(shown) if shown else None
         compared, agreed = majority.get(worker.pk, (0, 0))
         flags = []
+        if worker.excluded:
+            flags.append("excluded")
         if worker.state in (Worker.State.WARNED, Worker.State.BLOCKED):
             flags.append(worker.get_state_display().lower())
-        if median is not None and median < FAST_SECONDS:
+        fast = median is not None and median < FAST_SECONDS
+        if fast:
             flags.append("fast")
+        if shared.get(worker.pk, 0) >= SHARED_ADDRESS_IDS:
+            flags.append(f"{shared[worker.pk]} ids from one address")
+        if fast or shared.get(worker.pk, 0) >= SHARED_ADDRESS_IDS:
+            flags.append("suspicious")
         if (
             left_share is not None
             and len(shown) >= LEFT_SHARE_MIN_ITEMS
@@ -176,6 +186,31 @@ def study_worker_quality(*, study: Study) -> list[WorkerQuality]:
         )
     rows.sort(key=lambda row: -row.judgments)
     return rows
+
+
+def _shared_address_ids(*, study: Study) -> dict[int, int]:
+    """Per worker: the most participant ids that entered the study from one of their addresses."""
+    ids_by_client: dict[str, set[str]] = defaultdict(set)
+    clients_by_worker: dict[int, set[str]] = defaultdict(set)
+    for worker_id, client, external_id in EntryLog.objects.filter(
+        study=study, outcome=EntryLog.Outcome.ENTERED, worker__isnull=False
+    ).values_list("worker_id", "client_key", "external_id"):
+        ids_by_client[client].add(external_id)
+        clients_by_worker[worker_id].add(client)
+    return {
+        worker_id: max(len(ids_by_client[client]) for client in clients)
+        for worker_id, clients in clients_by_worker.items()
+    }
+
+
+def worker_entry_log(*, worker: Worker) -> list[EntryLog]:
+    """Every entry attempt of a participant (by worker, or by their id if refused), newest first."""
+    return list(
+        EntryLog.objects.filter(
+            Q(worker=worker) | Q(external_id=worker.external_id, panel=worker.panel),
+            study_id=worker.study_id,
+        ).order_by("-created_at", "-pk")[:500]
+    )
 
 
 def study_pay_summary(*, study: Study) -> StudyPay:

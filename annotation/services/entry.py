@@ -1,17 +1,27 @@
-"""How a worker comes in: rate limit, participant to user and worker, one live session each."""
+"""How a worker comes in: entry limits, participant to user and worker, one live session each.
+
+Every attempt that reaches a study is written to its entry log (`EntryLog`) with its outcome,
+so a researcher can see fabricated or hijacked participants; the limits count successful
+entries per study (sized for a launch) apart from refused ones per client address, so garbage
+from one address never uses up the budget of real participants.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, User
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.models import Study, Worker
+from annotation.models import EntryLog, Study, Worker
 from annotation.panels import Panel, Participant
 from annotation.roles import Role
 from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotOpen
@@ -21,22 +31,206 @@ from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotO
 SESSION_IDLE_SECONDS = 300
 
 
-def entry_attempt_register(*, client_key: str) -> None:
-    """Count one entry attempt from a client; refuse past the limit per minute.
+@dataclass(frozen=True)
+class Client:
+    """Who is knocking: a keyed hash of their address (for logs and limits) and their session."""
 
-    Uses Django's cache (Redis in production), a fixed one-minute window per client.
+    key: str
+    session_key: str | None
+
+
+def client_address(meta: Mapping[str, str]) -> str:
+    """Return the client's address from a request's META, honouring trusted proxies only.
+
+    With `CONCORD_TRUSTED_PROXIES` empty (the default) this is REMOTE_ADDR: a client can never
+    choose its own address by sending a header. When REMOTE_ADDR is one of the trusted proxies
+    (addresses or networks), the address is the right-most entry of X-Forwarded-For that is not a
+    trusted proxy itself: each proxy appends the address it saw, so entries left of a trusted
+    proxy's own could be forged by the client and are not read.
     """
-    limit: int = getattr(settings, "CONCORD_ENTRY_ATTEMPTS_PER_MINUTE", 30)
+    remote = str(meta.get("REMOTE_ADDR", "")) or "unknown"
+    networks = _trusted_networks()
+    if not networks or not _in_networks(remote, networks):
+        return remote
+    hops = [hop.strip() for hop in str(meta.get("HTTP_X_FORWARDED_FOR", "")).split(",")]
+    for hop in reversed([hop for hop in hops if hop]):
+        if not _in_networks(hop, networks):
+            return hop
+    return remote
+
+
+def _trusted_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(value, strict=False) for value in settings.CONCORD_TRUSTED_PROXIES]
+
+
+def _in_networks(
+    address: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def client_make(*, meta: Mapping[str, str], session_key: str | None) -> Client:
+    """Describe the requesting client; the address is kept only as a keyed hash."""
+    digest = hmac.new(
+        settings.SECRET_KEY.encode(), client_address(meta).encode(), hashlib.sha256
+    ).hexdigest()
+    return Client(key=digest[:32], session_key=session_key)
+
+
+def _bucket_add(name: str, *, limit: int) -> bool:
+    """Count one event in a fixed one-minute window (Django's cache, Redis in production).
+
+    Return False once the window holds more than `limit` events.
+    """
     window = int(timezone.now().timestamp() // 60)
-    key = "concord:entry:" + hashlib.sha256(f"{client_key}:{window}".encode()).hexdigest()
+    key = "concord:entry:" + hashlib.sha256(f"{name}:{window}".encode()).hexdigest()
     cache.add(key, 0, timeout=120)
     try:
-        attempts = cache.incr(key)
+        count = cache.incr(key)
     except ValueError:  # evicted between add and incr
         cache.set(key, 1, timeout=120)
-        attempts = 1
-    if attempts > limit:
-        raise EntryRateLimited("Too many attempts to enter. Please wait a minute and try again.")
+        count = 1
+    return count <= limit
+
+
+def _bucket_full(name: str, *, limit: int) -> bool:
+    window = int(timezone.now().timestamp() // 60)
+    key = "concord:entry:" + hashlib.sha256(f"{name}:{window}".encode()).hexdigest()
+    return int(cache.get(key, 0)) >= limit
+
+
+def entry_link_signature(*, study: Study) -> str:
+    """The `sig` parameter of a study's signed entry link (HMAC of study, Prolific id and key)."""
+    message = f"{study.pk}:{study.prolific_study_id}:{study.entry_link_key}"
+    return hmac.new(
+        settings.SECRET_KEY.encode(), f"concord.entry:{message}".encode(), hashlib.sha256
+    ).hexdigest()[:32]
+
+
+def entry_user_conflict(*, user: AbstractBaseUser | AnonymousUser) -> str:
+    """Why this signed-in user must not be replaced by a worker silently; empty when they may.
+
+    Staff, admins and researchers keep their session: a cross-site link to an entry URL would
+    otherwise sign them out and into a worker (login CSRF).
+    """
+    if not user.is_authenticated or not isinstance(user, User):
+        return ""
+    roles = set(user.groups.values_list("name", flat=True))
+    if user.is_staff or user.is_superuser or roles - {Role.ANNOTATOR.value}:
+        return (
+            "You are signed in to Concord as a researcher or admin. Sign out first, then open "
+            "the study link again (or use a private window)."
+        )
+    return ""
+
+
+def _log(
+    *,
+    study: Study,
+    panel: Panel,
+    params: Mapping[str, str],
+    client: Client,
+    outcome: EntryLog.Outcome,
+    reason: str = "",
+    worker: Worker | None = None,
+) -> None:
+    EntryLog.objects.create(
+        study=study,
+        worker=worker,
+        panel=panel.key,
+        external_id=str(params.get("PROLIFIC_PID") or params.get("participant") or "")[:200],
+        panel_session_id=str(params.get("SESSION_ID", ""))[:200],
+        panel_study_id=str(params.get("STUDY_ID", ""))[:200],
+        client_key=client.key,
+        outcome=outcome,
+        reason=reason[:300],
+    )
+
+
+def entry_admit(*, study: Study, panel: Panel, params: Mapping[str, str], client: Client) -> Worker:
+    """Check one entry attempt and return the worker it admits, or raise with the reason.
+
+    Order of the checks: the refused-attempts bucket of the client's address (past its limit,
+    refusals are answered 429 and not logged, but a valid entry still goes through, so garbage
+    cannot lock real participants out), the study's status, the link (panel parameters, Prolific
+    STUDY_ID, signature), the binding of the participant to one panel session, then the study's
+    and the address's budgets of successful entries. Every refusal below the limit is logged.
+    """
+    refused_limit = settings.CONCORD_ENTRY_REFUSED_PER_ADDRESS_PER_MINUTE
+    flooded = _bucket_full(f"refused:{client.key}", limit=refused_limit)
+    try:
+        if study.status != Study.Status.LIVE:
+            raise StudyNotOpen("This study is not taking judgments at the moment.")
+        participant = panel.participant(study=study, params=params)
+        _signature_check(study=study, panel=panel, params=params)
+        worker = worker_enter(
+            study=study, panel=panel, participant=participant, session_key=client.session_key
+        )
+    except (EntryRefused, StudyNotOpen) as exc:
+        over = not _bucket_add(f"refused:{client.key}", limit=refused_limit)
+        if flooded or over:
+            raise EntryRateLimited(
+                "Too many attempts to enter. Please wait a minute and try again."
+            ) from exc
+        outcome = (
+            EntryLog.Outcome.TAKEOVER_REFUSED
+            if isinstance(exc, TakeoverRefused)
+            else EntryLog.Outcome.REFUSED
+        )
+        _log(
+            study=study,
+            panel=panel,
+            params=params,
+            client=client,
+            outcome=outcome,
+            reason=exc.message,
+        )
+        raise
+    per_address = settings.CONCORD_ENTRY_PER_ADDRESS_PER_MINUTE
+    if not _bucket_add(f"study:{study.pk}", limit=study.entry_attempts_per_minute) or not (
+        _bucket_add(f"entered:{client.key}", limit=per_address)
+    ):
+        _log(
+            study=study,
+            panel=panel,
+            params=params,
+            client=client,
+            outcome=EntryLog.Outcome.RATE_LIMITED,
+            reason="Entry limit reached.",
+            worker=worker,
+        )
+        raise EntryRateLimited(
+            "Many people are joining right now. Please wait a minute and open the link again."
+        )
+    _log(
+        study=study,
+        panel=panel,
+        params=params,
+        client=client,
+        outcome=EntryLog.Outcome.ENTERED,
+        worker=worker,
+    )
+    return worker
+
+
+def _signature_check(*, study: Study, panel: Panel, params: Mapping[str, str]) -> None:
+    if not study.entry_link_required or panel.key == Worker.Panel.INVITE:
+        return  # invites are signed tokens of their own
+    given = str(params.get("sig", ""))
+    if not hmac.compare_digest(given, entry_link_signature(study=study)):
+        raise EntryRefused(
+            "This link is not the study's link. Please open the study again from Prolific."
+        )
+
+
+class TakeoverRefused(EntryRefused):
+    """The participant id is bound to another panel session (Prolific SESSION_ID)."""
+
+    code = "session_mismatch"
 
 
 def _username(*, study: Study, panel: Panel, participant: Participant) -> str:
@@ -57,9 +251,11 @@ def worker_enter(
 ) -> Worker:
     """Find or create the worker (and their user) for a participant arriving from a panel.
 
-    Locks the worker row. Refuses while another browser session holds this participant (and, for
-    single-use invites, whenever another session ever held it). The caller logs the user in and
-    then binds the new session with `worker_session_bind`.
+    Locks the worker row. A participant is bound to the panel session id they first came with
+    (Prolific's SESSION_ID, one per submission): another one is refused (`TakeoverRefused`).
+    Refuses while another browser session holds this participant (and, for single-use invites,
+    whenever another session ever held it). The caller logs the user in and then binds the new
+    session with `worker_session_bind`.
     """
     if study.status != Study.Status.LIVE:
         raise StudyNotOpen("This study is not taking judgments at the moment.")
@@ -84,6 +280,15 @@ def worker_enter(
     )
     if worker.user_id != user.pk:
         raise EntryRefused("This participant id is already in use.")
+    if (
+        participant.panel_session_id
+        and worker.panel_session_id
+        and participant.panel_session_id != worker.panel_session_id
+    ):
+        raise TakeoverRefused(
+            "This participant id is already taking part in another session. Please open the "
+            "study from your own Prolific account."
+        )
     elsewhere = bool(worker.session_key) and worker.session_key != (session_key or "")
     if elsewhere and (panel.single_use or _session_in_use(worker=worker, now=now)):
         if panel.single_use:
@@ -92,7 +297,7 @@ def worker_enter(
             "You are already working on this study in another window or device. Please continue "
             "there, or close it and try again in a few minutes."
         )
-    if participant.panel_session_id and participant.panel_session_id != worker.panel_session_id:
+    if participant.panel_session_id and not worker.panel_session_id:
         worker.panel_session_id = participant.panel_session_id
         worker.save(update_fields=["panel_session_id"])
     return worker

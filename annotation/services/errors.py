@@ -24,6 +24,12 @@ class WorkerBlocked(AnnotationError):
     code = "worker_blocked"
 
 
+class WorkerExcluded(AnnotationError):
+    """A refused change to an excluded participant (for researchers, not workers)."""
+
+    code = "worker_excluded"
+
+
 class AssignmentNotFound(AnnotationError):
     code = "not_found"
 

@@ -6,9 +6,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from annotation.models import Assignment, Worker
+from annotation.models import Assignment, HumanJudgment, PayEntry, Worker
 from annotation.selectors.work import worker_gold_score
 from annotation.services.assignments import assignments_release
+from annotation.services.errors import WorkerExcluded
 
 
 def worker_gold_check(*, worker: Worker) -> Worker.State:
@@ -55,18 +56,32 @@ def worker_consent(*, worker: Worker) -> Worker:
 
 
 @transaction.atomic
-def worker_finish(*, worker: Worker) -> Worker:
+def worker_finish(*, worker: Worker, out_of_work: bool) -> Worker:
     """Stop working: release reservations and mark the worker done (idempotent).
 
-    Only a worker who is active or warned can finish; the completion code is shown by the view
-    only when this worker has at least one saved judgment.
+    Only a worker who is active or warned can finish. The finish is full (the full completion
+    code) when the worker reached the study's target or the study had no more work for them
+    (`out_of_work`, from a claim that found nothing); otherwise it is partial (the partial code).
+    A code is shown only when this worker has at least one saved judgment.
     """
     assignments_release(worker=worker)
+    done = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).count()
+    full = out_of_work or done >= worker.study.target_per_worker
     Worker.objects.filter(
         pk=worker.pk, state__in=[Worker.State.ACTIVE, Worker.State.WARNED]
-    ).update(state=Worker.State.DONE, completed_at=timezone.now())
-    worker.refresh_from_db(fields=["state", "completed_at"])
+    ).update(state=Worker.State.DONE, completed_at=timezone.now(), finished_full=full)
+    worker.refresh_from_db(fields=["state", "completed_at", "finished_full"])
     return worker
+
+
+def worker_completion_code(*, worker: Worker) -> str:
+    """The code this worker earned: full, partial, or none (no judgment, or not done)."""
+    if worker.state != Worker.State.DONE:
+        return ""
+    if not Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).exists():
+        return ""
+    study = worker.study
+    return study.completion_code if worker.finished_full else study.partial_completion_code
 
 
 @transaction.atomic
@@ -82,7 +97,9 @@ def worker_return(*, worker: Worker, reason: str) -> Worker:
 
 @transaction.atomic
 def worker_block_set(*, worker: Worker, blocked: bool, reason: str) -> Worker:
-    """Block or unblock a worker by a researcher's decision."""
+    """Block or unblock a worker by a researcher's decision (an excluded worker stays blocked)."""
+    if not blocked and Worker.objects.filter(pk=worker.pk, excluded=True).exists():
+        raise WorkerExcluded("An excluded participant stays blocked.")
     new_state = Worker.State.BLOCKED if blocked else Worker.State.ACTIVE
     Worker.objects.filter(pk=worker.pk).update(state=new_state, state_reason=reason)
     if blocked:
@@ -107,3 +124,30 @@ def workers_block(*, workers: QuerySet[Worker]) -> int:
 def workers_unblock(*, workers: QuerySet[Worker]) -> int:
     """Let blocked workers work again (state active); return how many were blocked."""
     return workers.filter(state=Worker.State.BLOCKED).update(state=Worker.State.ACTIVE)
+
+
+@transaction.atomic
+def worker_exclude(*, worker: Worker, reason: str) -> int:
+    """Exclude a participant from the analysis and from pay, in one step; return judgments hit.
+
+    Marks the worker and every judgment of theirs `excluded` (the analysis reads only rows with
+    excluded = False), blocks them and releases what they hold, and rejects their pending and
+    approved (not yet paid) ledger entries with the reason. Needs a reason; idempotent.
+    """
+    reason = reason.strip()
+    if not reason:
+        raise WorkerExcluded("Give a reason for excluding this participant.")
+    locked = Worker.objects.select_for_update().get(pk=worker.pk)
+    assignments_release(worker=locked)
+    Worker.objects.filter(pk=worker.pk).update(
+        excluded=True,
+        excluded_at=locked.excluded_at or timezone.now(),
+        state=Worker.State.BLOCKED,
+        state_reason=f"Excluded: {reason}",
+    )
+    judgments = HumanJudgment.objects.filter(worker=worker).update(excluded=True)
+    PayEntry.objects.filter(
+        worker=worker, status__in=[PayEntry.Status.PENDING, PayEntry.Status.APPROVED]
+    ).update(status=PayEntry.Status.REJECTED, reason=f"Excluded: {reason}")
+    worker.refresh_from_db(fields=["excluded", "excluded_at", "state", "state_reason"])
+    return judgments

@@ -14,10 +14,11 @@ from annotation.selectors.quality import (
     study_pay_summary,
     study_payout_rows,
     study_worker_quality,
+    worker_entry_log,
 )
 from annotation.services.errors import AnnotationError
 from annotation.services.pay import pay_entries_review, pay_gold_bonuses_grant
-from annotation.services.workers import worker_block_set, worker_return
+from annotation.services.workers import worker_block_set, worker_exclude, worker_return
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
 from config import csvsafe
 
@@ -58,6 +59,12 @@ class WorkerActionView(ResearcherRequiredMixin, View):
             elif action == "return":
                 worker_return(worker=worker, reason=reason or "Returned on the panel.")
                 messages.success(request, f"{label}: marked returned, reservations released.")
+            elif action == "exclude":
+                judgments = worker_exclude(worker=worker, reason=reason)
+                messages.success(
+                    request,
+                    f"{label}: excluded from analysis and pay ({judgments} judgments).",
+                )
             elif action in ("approve", "reject"):
                 changed = pay_entries_review(
                     worker=worker, approve=action == "approve", reason=reason
@@ -68,6 +75,21 @@ class WorkerActionView(ResearcherRequiredMixin, View):
         except AnnotationError as exc:
             messages.error(request, f"{label}: {exc.message}")
         return redirect("annotation:worker_quality", slug=study.slug)
+
+
+class WorkerEntriesView(ResearcherRequiredMixin, View):
+    """GET one participant's entry log: every attempt with their id, let in or refused."""
+
+    def get(self, request: HttpRequest, slug: str, worker_id: int) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        worker = Worker.objects.filter(study=study, pk=worker_id).first()
+        if worker is None:
+            raise Http404("No such worker in this study.")
+        return render(
+            request,
+            "annotation/worker_entries.html",
+            {"study": study, "worker": worker, "entries": worker_entry_log(worker=worker)},
+        )
 
 
 class GoldBonusView(ResearcherRequiredMixin, View):

@@ -37,8 +37,9 @@ from annotation.selectors.work import (
 )
 from annotation.services.assignments import assignment_claim_next
 from annotation.services.entry import (
-    entry_attempt_register,
-    worker_enter,
+    client_make,
+    entry_admit,
+    entry_user_conflict,
     worker_seen,
     worker_session_bind,
 )
@@ -53,7 +54,7 @@ from annotation.services.errors import (
     WorkerBlocked,
 )
 from annotation.services.judgments import judgment_submit
-from annotation.services.workers import worker_consent, worker_finish
+from annotation.services.workers import worker_completion_code, worker_consent, worker_finish
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
@@ -80,11 +81,6 @@ def secure_worker_response(response: HttpResponseBase) -> HttpResponseBase:
     return response
 
 
-def client_key(request: HttpRequest) -> str:
-    """The client address used for rate limiting (the proxy must set REMOTE_ADDR)."""
-    return str(request.META.get("REMOTE_ADDR", "unknown"))
-
-
 def refused(request: HttpRequest, message: str, *, status: int = 403) -> HttpResponse:
     return render(request, "annotation/work/refused.html", {"message": message}, status=status)
 
@@ -100,15 +96,12 @@ class EntryView(View):
         study = Study.objects.filter(slug=slug).first()
         if panel is None or study is None:
             raise Http404("No such study link.")
+        conflict = entry_user_conflict(user=request.user)
+        if conflict:
+            return refused(request, conflict, status=409)
+        client = client_make(meta=request.META, session_key=request.session.session_key)
         try:
-            entry_attempt_register(client_key=client_key(request))
-            participant = panel.participant(study=study, params=request.GET)
-            worker = worker_enter(
-                study=study,
-                panel=panel,
-                participant=participant,
-                session_key=request.session.session_key,
-            )
+            worker = entry_admit(study=study, panel=panel, params=request.GET, client=client)
         except EntryRefused as exc:
             status = 429 if isinstance(exc, EntryRateLimited) else 403
             return refused(request, exc.message, status=status)
@@ -208,7 +201,7 @@ class NextView(WorkerView):
         if assignment is not None:
             return redirect("work:item", slug=slug, public_id=assignment.public_id)
         if worker_progress(worker=self.worker).done > 0:
-            worker_finish(worker=self.worker)
+            worker_finish(worker=self.worker, out_of_work=True)
             return redirect("work:done", slug=slug)
         return render(
             request,
@@ -324,7 +317,7 @@ class StopView(WorkerView):
     needs_consent = False
 
     def post(self, request: HttpRequest, slug: str) -> HttpResponse:
-        worker_finish(worker=self.worker)
+        worker_finish(worker=self.worker, out_of_work=False)
         return redirect("work:done", slug=slug)
 
 
@@ -342,6 +335,7 @@ class DoneView(WorkerView):
             return redirect("work:next", slug=slug)
         progress = worker_progress(worker=self.worker)
         earned = progress.done > 0 and self.worker.state == Worker.State.DONE
+        code = worker_completion_code(worker=self.worker)
         panel = panel_get(self.worker.panel)
         return render(
             request,
@@ -350,9 +344,10 @@ class DoneView(WorkerView):
                 "study": self.study,
                 "progress": progress,
                 "earned": earned,
-                "completion_code": self.study.completion_code if earned else "",
+                "partial": earned and not self.worker.finished_full,
+                "completion_code": code,
                 "completion_url": (
-                    panel.completion_url(study=self.study) if earned and panel else ""
+                    panel.completion_url(study=self.study, code=code) if earned and panel else ""
                 ),
             },
         )

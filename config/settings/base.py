@@ -123,6 +123,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # The largest import file the upload page accepts.
 CONCORD_MAX_IMPORT_BYTES: int = env.int("CONCORD_MAX_IMPORT_BYTES", default=200 * 1024 * 1024)
 
+# Participant entry (see docs/security.md). The reverse proxies whose X-Forwarded-For is read
+# for the client's address: addresses or networks, e.g. "10.0.0.0/8,127.0.0.1". Empty means
+# REMOTE_ADDR is the client (no proxy, or one that rewrites REMOTE_ADDR itself).
+CONCORD_TRUSTED_PROXIES: list[str] = env.list("CONCORD_TRUSTED_PROXIES", default=[])
+# Refused entry attempts per client address a minute before refusals are answered 429 (a valid
+# entry still goes through), and successful entries per address a minute (a shared campus
+# network is many people). Each study also has its own budget, Study.entry_attempts_per_minute.
+CONCORD_ENTRY_REFUSED_PER_ADDRESS_PER_MINUTE: int = env.int(
+    "CONCORD_ENTRY_REFUSED_PER_ADDRESS_PER_MINUTE", default=30
+)
+CONCORD_ENTRY_PER_ADDRESS_PER_MINUTE: int = env.int(
+    "CONCORD_ENTRY_PER_ADDRESS_PER_MINUTE", default=60
+)
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

@@ -130,7 +130,7 @@ def test_a_tampered_or_foreign_invite_is_refused(client: Client, study: Study, c
 
 
 def test_entry_is_rate_limited_per_client(client: Client, study: Study, settings) -> None:
-    settings.CONCORD_ENTRY_ATTEMPTS_PER_MINUTE = 3
+    settings.CONCORD_ENTRY_PER_ADDRESS_PER_MINUTE = 3
     statuses = [client.get(prolific_url(study, f"PID{i}")).status_code for i in range(4)]
     assert statuses == [302, 302, 302, 429]
 
@@ -205,7 +205,11 @@ def test_the_completion_code_comes_after_the_last_judgment(client: Client, study
     assert b"app.prolific.com/submissions/complete?cc=C0DE42" in response.content
 
 
-def test_stopping_early_releases_the_item_and_gives_the_code(client: Client, study: Study) -> None:
+def test_stopping_early_releases_the_item_and_gives_the_partial_code(
+    client: Client, study: Study
+) -> None:
+    study.partial_completion_code = "PART42"
+    study.save()
     enter_and_consent(client, study, "PID1")
     first = open_item(client, study)
     client.post(
@@ -214,7 +218,7 @@ def test_stopping_early_releases_the_item_and_gives_the_code(client: Client, stu
     )
     held = open_item(client, study)
     response = client.post(f"/work/{study.slug}/stop/", follow=True)
-    assert b"C0DE42" in response.content
+    assert b"PART42" in response.content and b"C0DE42" not in response.content
     held.refresh_from_db()
     assert held.status == Assignment.Status.RETURNED
 

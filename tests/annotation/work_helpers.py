@@ -85,6 +85,8 @@ def answer_gold(assignment: Assignment, *, correctly: bool) -> HumanJudgment:
 
 
 def prolific_url(study: Study, pid: str, *, session: str = "S1") -> str:
+    """The Prolific link of a study configured with the Prolific study id STUDY1."""
+    Study.objects.filter(pk=study.pk, prolific_study_id="").update(prolific_study_id="STUDY1")
     return (
         f"/work/{study.slug}/enter/prolific/"
         f"?PROLIFIC_PID={pid}&STUDY_ID=STUDY1&SESSION_ID={session}"
