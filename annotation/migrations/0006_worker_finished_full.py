@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0004_participant_integrity'),
+        ('annotation', '0005_contrast_sets'),
     ]
 
     operations = [
