@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0005_contrast_sets'),
+        ('annotation', '0006_researcher_settings'),
     ]
 
     operations = [
