@@ -426,8 +426,9 @@ def start(*, port: int) -> int:
         demo.write_services(pg_socket_dir=pg_socket_dir, redis_socket=redis_socket)
         print("Migrating and loading the demo study ...", flush=True)
         demo.manage("migrate", "--noinput")
-        setup_output = demo.manage("demo_setup", "--base-url", f"http://127.0.0.1:{port}")
+        # The site starts while the study loads: the two overlap, and neither needs the other.
         demo.start_site()
+        setup_output = demo.manage("demo_setup", "--base-url", f"http://127.0.0.1:{port}")
         demo.wait_for_site()
         _print_ready(setup_output=setup_output, port=port, paths=paths, started=started)
         while True:
