@@ -45,7 +45,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /readyz, before host checks and the HTTPS redirect (config/health.py).
+    "config.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files from STATIC_ROOT, compressed and cached, by the app itself.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

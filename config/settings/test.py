@@ -16,3 +16,6 @@ os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1,localhost")
 from config.settings.base import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Static files straight from the apps' folders, as in development (no collectstatic run).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
+from tests.config.django_process import ROOT, child_env
 from tests.conftest import Cast
 
-ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("scipy", "numba", "pandas")
 
 PROBE = """
@@ -37,16 +34,11 @@ print(json.dumps({"statuses": statuses,
 
 
 def probe(*paths: str) -> dict[str, Any]:
-    database = settings.DATABASES["default"]
-    env = dict(os.environ)
-    # The test database pytest made, so that the pages the probe asks for can query it.
-    env["DATABASE_URL"] = (
-        f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
-    )
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *paths],
         cwd=ROOT,
-        env=env,
+        # The test database, so that the pages the probe asks for can query it.
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=120,
