@@ -9,7 +9,9 @@ the texts the drill-down shows); `consistency_compute` works on DataFrames only,
 - the share of intransitive triples for every judge (its verdict per pair, orders combined as
   the report does: agreeing orders give their verdict, disagreeing orders a tie) and for the
   people's majority;
-- the contrast items each source got wrong, with both instructions and both answers.
+- the contrast items each source got wrong, with both instructions and both answers;
+- for score judges (PL models), C_res and C_ins from the four scores h(I_i, r_j) of each
+  contrast pair, with and without RewardFusion (`score_consistency_read`, which runs the model).
 """
 
 from __future__ import annotations
@@ -21,17 +23,21 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from annotation.models import ContrastSet, Pair, Study
-from judges.models import Judge
+from annotation.models import ContrastPair, ContrastSet, Pair, Study
+from judges.models import AnswerScore, Judge, JudgeRun
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.stats.consistency import (
+    DEFAULT_FUSION_DELTA,
     RANDOM_CONTRAST_RATE,
     RANDOM_INTRANSITIVE_RATE,
     ConsistencyRate,
     Intransitivity,
+    ScoreConsistency,
     SwapInvariance,
     choice_consistency,
     intransitive_triples,
+    reward_fusion,
+    score_consistency,
     swap_invariance,
 )
 from leaderboard.stats.proportion import Proportion
@@ -87,8 +93,10 @@ class ConsistencyRow:
     source: str
     kind: str
     c_res: ConsistencyRate | None
+    c_ins: ConsistencyRate | None
     swap: SwapInvariance | None
     transitivity: Intransitivity | None
+    fused: ScoreConsistency | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,92 @@ class SourceInfo:
     name: str
     run_id: int
     kind: str
+    order_invariant: bool = False
+
+
+@dataclass(frozen=True)
+class ScoreJudgeConsistency:
+    """A score judge's C_res and C_ins on the contrast pairs, plain and after RewardFusion
+    (over ``pool`` scored answers of the study, threshold ``delta``)."""
+
+    plain: ScoreConsistency
+    fused: ScoreConsistency
+    delta: float
+    pool: int
+
+
+def _answer_text(turns: object) -> str:
+    return "\n\n".join(str(t) for t in turns) if isinstance(turns, list) else ""
+
+
+def score_consistency_read(
+    *, study: Study, run_ids: Sequence[int], delta: float = DEFAULT_FUSION_DELTA
+) -> dict[int, ScoreJudgeConsistency]:
+    """Score the latest contrast set's four combinations with every PL run's model.
+
+    For each contrast pair, h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) with the texts
+    the PL model scores (all user turns of the prompt, all turns of the answer). RewardFusion's
+    retrieval pool is the run's scored answers of the study (each under its own prompt, with its
+    stored score) minus the contrast pairs' own answers, so that no query finds itself; the
+    embedding of an example is that of its "question\n\nanswer" text, with the model's
+    backbone encoder (the default encoder for a Hugging Face checkpoint). Runs whose judge is
+    not a PL model, or whose artifact is missing, are left out.
+    """
+    from judges.reward.artifacts import ArtifactMissing, artifact_load
+    from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
+
+    contrast_set = ContrastSet.objects.filter(study=study).order_by("-pk").first()
+    if contrast_set is None:
+        return {}
+    pairs = list(
+        ContrastPair.objects.filter(contrast_set=contrast_set)
+        .select_related("prompt_a", "prompt_b", "answer_a", "answer_b")
+        .order_by("pk")
+    )
+    questions, answers = [], []
+    for c in pairs:
+        q_a, q_b = _answer_text(c.prompt_a.turns), _answer_text(c.prompt_b.turns)
+        r_a, r_b = _answer_text(c.answer_a.turns), _answer_text(c.answer_b.turns)
+        questions += [q_a, q_a, q_b, q_b]
+        answers += [r_a, r_b, r_a, r_b]
+    own = {x for c in pairs for x in (c.answer_a_id, c.answer_b_id)}
+    out: dict[int, ScoreJudgeConsistency] = {}
+    runs = JudgeRun.objects.filter(pk__in=run_ids, judge__kind=Judge.Kind.PL).select_related(
+        "judge"
+    )
+    for run in runs.order_by("pk"):
+        try:
+            model = artifact_load(str(run.judge.params.get("artifact", "")))
+        except (ArtifactMissing, FileNotFoundError, KeyError):
+            continue
+        scores = np.asarray(model.score(questions, answers), dtype=np.float64)
+        plain = score_consistency(scores.reshape(-1, 2, 2))
+        backbone = str(model.metadata.get("backbone") or DEFAULT_BACKBONE)
+        pool = [
+            (f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
+            for q, a, score in AnswerScore.objects.filter(run=run)
+            .exclude(answer_id__in=own)
+            .order_by("answer_id")
+            .values_list("answer__prompt__turns", "answer__turns", "score")
+        ]
+        queries = embed_texts(
+            [f"{q}\n\n{a}" for q, a in zip(questions, answers, strict=True)], backbone=backbone
+        )
+        pool_vectors = (
+            embed_texts([text for text, _ in pool], backbone=backbone)
+            if pool
+            else np.empty((0, queries.shape[1]))
+        )
+        fused = reward_fusion(
+            queries, scores, pool_vectors, [score for _, score in pool], delta=delta
+        )
+        out[run.pk] = ScoreJudgeConsistency(
+            plain=plain,
+            fused=score_consistency(fused.scores.reshape(-1, 2, 2)),
+            delta=delta,
+            pool=len(pool),
+        )
+    return out
 
 
 def _choice_rate(
@@ -204,8 +298,8 @@ def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> 
     return intransitive_triples(frame, confidence=confidence)
 
 
-def _swap(calls: pd.DataFrame, kind: str, confidence: float) -> SwapInvariance:
-    if kind in ORDER_INVARIANT_KINDS:
+def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInvariance:
+    if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
         return swap_invariance([], [], order_invariant=True)
     wide = calls.pivot_table(index="pair_id", columns="order", values="label", aggfunc="first")
     if "ab" not in wide.columns or "ba" not in wide.columns:
@@ -224,6 +318,7 @@ def consistency_compute(
     majority: pd.Series,
     sources: Sequence[SourceInfo],
     contrast: ContrastInputs,
+    scores: Mapping[int, ScoreJudgeConsistency] | None = None,
     confidence: float = 0.95,
 ) -> ConsistencyResult:
     """Compute the section from the report's frames.
@@ -231,8 +326,12 @@ def consistency_compute(
     pairs: pair_id, prompt_id, turn, answer_a, answer_b; human: pair_id, label (one row per
     vote, canonical); calls: pair_id, run_id, order ("ab"/"ba"), label (canonical, one row per
     done call); majority: the people's majority label per pair_id. Contrast items take part in
-    C_res only; swap invariance and transitivity use the other pairs.
+    C_res only; swap invariance and transitivity use the other pairs. scores: a score judge's
+    C_res and C_ins by run id (`score_consistency_read`); such a judge's C_res comes from its
+    four scores, not from its verdicts on contrast items (which compare each answer scored under
+    its own prompt).
     """
+    scores = scores or {}
     items = list(contrast.items)
     regular = pairs[~pairs["pair_id"].isin(items)][
         ["pair_id", "prompt_id", "turn", "answer_a", "answer_b"]
@@ -250,6 +349,7 @@ def consistency_compute(
             source=HUMAN,
             kind="people",
             c_res=c_res,
+            c_ins=None,
             swap=None,
             transitivity=_triples(majority_regular, regular, confidence),
         )
@@ -258,16 +358,23 @@ def consistency_compute(
     for source in sources:
         run_calls = calls[calls["run_id"] == source.run_id]
         on_regular = run_calls[~run_calls["pair_id"].isin(items)]
-        c_res, missed = _choice_rate(
-            run_calls[["pair_id", "label"]], contrast, source.name, confidence
-        )
+        scored = scores.get(source.run_id)
+        c_ins: ConsistencyRate | None = None
+        if scored is not None:
+            c_res, c_ins, missed = scored.plain.c_res, scored.plain.c_ins, []
+        else:
+            c_res, missed = _choice_rate(
+                run_calls[["pair_id", "label"]], contrast, source.name, confidence
+            )
         rows.append(
             ConsistencyRow(
                 source=source.name,
                 kind=source.kind,
                 c_res=c_res,
-                swap=_swap(on_regular, source.kind, confidence),
+                c_ins=c_ins,
+                swap=_swap(on_regular, source, confidence),
                 transitivity=_triples(_pair_verdicts(on_regular), regular, confidence),
+                fused=scored.fused if scored is not None else None,
             )
         )
         misses += missed
@@ -318,6 +425,10 @@ TABLE_COLUMNS = (
     "c_res_total",
     "c_res_ties",
     "c_ins",
+    "c_ins_lower",
+    "c_ins_upper",
+    "c_res_fused",
+    "c_ins_fused",
     "swap_invariance",
     "swap_lower",
     "swap_upper",
@@ -369,7 +480,9 @@ def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]
                 c_res.count if c_res else None,
                 c_res.total if c_res else None,
                 row.c_res.ties if row.c_res else None,
-                None,
+                *_cells(row.c_ins.proportion if row.c_ins else None),
+                row.fused.c_res.proportion.share if row.fused else None,
+                row.fused.c_ins.proportion.share if row.fused else None,
                 *_swap_cells(row.swap),
                 *_cells(t.proportion if t else None),
                 t.intransitive if t else None,
@@ -385,8 +498,10 @@ def consistency_table_note(result: ConsistencyResult) -> str:
     return (
         f"{result.message} C_res: share of verdicts on contrast items that pick the answer "
         f"belonging to the instruction shown (ties count as misses; random: "
-        f"{RANDOM_CONTRAST_RATE:.0%}). C_ins needs a score judge's four scores of a contrast pair "
-        "and is not defined for pairwise verdicts. Swap invariance: share of pairs called in both "
+        f"{RANDOM_CONTRAST_RATE:.0%}); for a score judge, from its four scores of each pair, both "
+        "directions counted. C_ins (score judges only): an answer scores higher under its own "
+        "instruction; not defined for pairwise verdicts. *_fused: the same after RewardFusion "
+        f"(Eq. 4, δ = {DEFAULT_FUSION_DELTA}). Swap invariance: share of pairs called in both "
         "orders with the same collapsed verdict. Intransitive: share of cyclic triples among "
         "triples judged in all three pairs without a tie (random: "
         f"{RANDOM_INTRANSITIVE_RATE:.0%}). Intervals: Wilson 95%."

@@ -3,13 +3,21 @@ computed from hand-made frames."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 import pytest
+from django.conf import LazySettings
 
 from annotation.models import Answer, ContrastSet, Pair, Prompt, Study, System
 from annotation.services.contrast import ContrastPairSpec, contrast_set_store
 from annotation.services.pairs import pairs_generate
+from judges.reward import artifacts
+from judges.reward.scoring import pl_run_execute
+from judges.services.runs import judge_run_start
 from leaderboard.services.consistency import (
+    TABLE_COLUMNS,
     ContrastInputs,
     ContrastItemText,
     SourceInfo,
@@ -18,8 +26,12 @@ from leaderboard.services.consistency import (
     consistency_plot_svg,
     consistency_table_rows,
     contrast_inputs_read,
+    score_consistency_read,
 )
+from leaderboard.stats.consistency import score_consistency
 from tests.conftest import Cast
+from tests.judges.reward.conftest import ranked_study
+from tests.judges.reward.test_services import train
 
 
 def two_prompts(study: Study) -> tuple[Prompt, Prompt, Answer, Answer]:
@@ -190,12 +202,15 @@ def test_the_table_marks_order_invariant_judges_and_leaves_undefined_cells_empty
     result = consistency_compute(
         pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
     )
-    people, llm, pl = consistency_table_rows(result)
-    assert people[:2] == ("human", "people")
-    assert people[2] == pytest.approx(2 / 3)
-    assert people[9] is None  # no swap invariance for people
-    assert llm[9] == pytest.approx(2 / 3)
-    assert pl[9] == "order-invariant by construction"
+    people, llm, pl = (
+        dict(zip(TABLE_COLUMNS, row, strict=True)) for row in consistency_table_rows(result)
+    )
+    assert (people["source"], people["kind"]) == ("human", "people")
+    assert people["c_res"] == pytest.approx(2 / 3)
+    assert people["swap_invariance"] is None  # not defined for people
+    assert people["c_ins"] is None  # not defined for pairwise verdicts
+    assert llm["swap_invariance"] == pytest.approx(2 / 3)
+    assert pl["swap_invariance"] == "order-invariant by construction"
     svg = consistency_plot_svg(result)
     assert svg is not None and svg.startswith("<svg") and "gpt-judge" in svg
 
@@ -207,3 +222,64 @@ def test_without_contrast_items_the_message_says_how_to_build_them() -> None:
     )
     assert "build_contrast_set" in result.message
     assert all(row.c_res is None for row in result.rows)
+
+
+@pytest.fixture
+def pl_dirs(settings: LazySettings, tmp_path: Path) -> None:
+    """A private embedding cache and artifacts folder for the trained model."""
+    settings.CONCORD_REWARD_CACHE_DIR = tmp_path / "embeddings"
+    settings.CONCORD_REWARD_ARTIFACTS_DIR = tmp_path / "models"
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("pl_dirs")
+def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_fusion(
+    cast: Cast,
+) -> None:
+    ranked_study(cast.study, prompts=12)
+    judge = train(cast, epochs=30).judge
+    assert judge is not None
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    assert pl_run_execute(run_id=run.pk) == "done"
+    prompts = list(Prompt.objects.filter(study=cast.study).order_by("pk"))
+    best = {a.prompt_id: a for a in Answer.objects.filter(prompt__study=cast.study, rank=1)}
+    specs = [
+        ContrastPairSpec(p.pk, q.pk, best[p.pk].pk, best[q.pk].pk, 0.8)
+        for p, q in zip(prompts[0:8:2], prompts[1:8:2], strict=True)
+    ]
+    contrast_set_store(
+        study=cast.study,
+        seed=0,
+        low=0.75,
+        high=0.9,
+        best=ContrastSet.Best.FIRST_RANKED,
+        system=None,
+        backbone="all-MiniLM-L6-v2",
+        pairs=specs,
+    )
+
+    found = score_consistency_read(study=cast.study, run_ids=[run.pk])[run.pk]
+
+    # The model learnt that an answer about another topic is poor, so it beats a random judge
+    # (8 comparisons: both directions of 4 pairs).
+    assert found.plain.pairs == 4
+    assert found.plain.c_res.proportion.total == found.plain.c_ins.proportion.total == 8
+    assert found.plain.c_res.proportion.count > 4
+    assert found.plain.c_ins.proportion.count > 4
+    # The same four scores computed directly from the model.
+    model = artifacts.artifact_load(judge.params["artifact"])
+    texts = {p.pk: p.turns[0] for p in prompts}
+    answers = {a.pk: a.turns[0] for a in best.values()}
+    direct = [
+        model.score(
+            [texts[s.prompt_a_id]] * 2 + [texts[s.prompt_b_id]] * 2,
+            [answers[s.answer_a_id], answers[s.answer_b_id]] * 2,
+        )
+        for s in specs
+    ]
+    assert found.plain == score_consistency(np.array(direct).reshape(-1, 2, 2))
+    # The pool is every scored answer but the contrast pairs' own 8.
+    assert found.pool == 12 * 4 - 8
+    # Nothing has a cosine above 1, so fusion at delta 1 changes nothing.
+    at_one = score_consistency_read(study=cast.study, run_ids=[run.pk], delta=1.0)[run.pk]
+    assert at_one.fused == at_one.plain
