@@ -20,7 +20,13 @@ from leaderboard.selectors import (
     VoteFilters,
     frame_hash_update,
     frame_read_coded,
+    not_contrast_item,
     positions_of,
+)
+from leaderboard.services.consistency import (
+    NO_CONSISTENCY_INPUTS,
+    ConsistencyInputs,
+    consistency_inputs_get,
 )
 
 
@@ -63,10 +69,12 @@ class ReportExtras:
     values: pd.DataFrame
     answers: pd.DataFrame
     scores: pd.DataFrame
+    # The contrast items and the score judges' four-score consistency (docs/consistency.md).
+    consistency: ConsistencyInputs = NO_CONSISTENCY_INPUTS
 
 
 def _pair_filter(filters: VoteFilters, prefix: str = "") -> Q:
-    q = Q()
+    q = not_contrast_item(prefix)
     if filters.category is not None:
         q &= Q(**{f"{prefix}prompt__category": filters.category})
     if filters.turn is not None:
@@ -185,7 +193,14 @@ def report_extras_get(
         answers[column] = pd.to_numeric(answers[column]).astype("float64")
     scores = rows.scores
     scores = scores[scores["answer_id"].isin(answers["answer_id"])].reset_index(drop=True)
-    return ReportExtras(lengths=lengths, values=rows.values, answers=answers, scores=scores)
+    consistency = consistency_inputs_get(study=study, run_ids=[s.run_id for s in votes.sources])
+    return ReportExtras(
+        lengths=lengths,
+        values=rows.values,
+        answers=answers,
+        scores=scores,
+        consistency=consistency,
+    )
 
 
 def extras_data_hash(*, extras: ReportExtras) -> str:
@@ -193,4 +208,5 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
     digest = hashlib.sha256()
     for name in ("lengths", "values", "answers", "scores"):
         frame_hash_update(digest, name, getattr(extras, name))
+    digest.update(extras.consistency.digest().encode())
     return digest.hexdigest()

@@ -390,9 +390,20 @@ def _read_csv(
     return frame
 
 
+def not_contrast_item(prefix: str = "") -> Q:
+    """Leave out contrast items (docs/consistency.md): their two answers belong to two prompts,
+    so they are no comparison of systems; only the consistency section reads them. On rows that
+    point at a pair, an anti-join on the indexed `Pair.contrast` (no join on the pair)."""
+    if not prefix:
+        return Q(contrast__isnull=True)
+    items = Pair.objects.filter(contrast__isnull=False).values("pk")
+    return ~Q(**{f"{prefix.removesuffix('__')}_id__in": items})
+
+
 def _pair_q(filters: VoteFilters, prefix: str = "") -> Q:
-    """The filters as a condition on pairs, or on rows that point at a pair through `prefix`."""
-    q = Q()
+    """The filters as a condition on pairs, or on rows that point at a pair through `prefix`;
+    contrast items are never among them."""
+    q = not_contrast_item(prefix)
     if filters.category is not None:
         q &= Q(**{f"{prefix}prompt__category": filters.category})
     if filters.turn is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from leaderboard.report import (
     agreement,
+    consistency,
     gold,
     gold_order,
     leaderboards,
@@ -29,6 +30,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     rationale.SECTION,
     gold_order.SECTION,
     win_rates.SECTION,
+    consistency.SECTION,
 )
 
 

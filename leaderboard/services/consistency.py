@@ -17,14 +17,14 @@ the texts the drill-down shows); `consistency_compute` works on DataFrames only,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from annotation.models import ContrastPair, ContrastSet, Pair, Study
-from judges.models import AnswerScore, Judge, JudgeRun
+from annotation.models import ContrastPair, ContrastSet, HumanJudgment, Pair, Study
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
@@ -43,6 +43,8 @@ from leaderboard.stats.consistency import (
 from leaderboard.stats.proportion import Proportion
 
 HUMAN = "human"
+HUMAN_ITEM_COLUMNS = ["pair_id", "label"]
+CALL_ITEM_COLUMNS = ["pair_id", "run_id", "order", "label"]
 ORDER_INVARIANT_KINDS = frozenset({Judge.Kind.PL, Judge.Kind.LONGER})
 """Judges whose verdict cannot depend on the order shown: a score model scores each answer alone,
 and "prefer the longer answer" compares lengths."""
@@ -65,7 +67,10 @@ class ContrastItemText:
 
 @dataclass(frozen=True)
 class ContrastInputs:
-    """The study's latest contrast set (None without one) and its items, by pair id."""
+    """The study's latest contrast set (None without one), its items by pair id, and the votes
+    on them: human (pair_id, label), calls (pair_id, run_id, order, label), canonical labels.
+    The report's vote frames leave contrast items out (`leaderboard.selectors.not_contrast_item`),
+    so these are read here."""
 
     seed: int | None
     low: float | None
@@ -74,6 +79,8 @@ class ContrastInputs:
     system: str
     pairs: int
     items: Mapping[int, ContrastItemText]
+    human: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HUMAN_ITEM_COLUMNS))
+    calls: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CALL_ITEM_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -118,8 +125,9 @@ def _first_turn(turns: object) -> str:
     return str(turns[0]) if isinstance(turns, list) and turns else ""
 
 
-def contrast_inputs_read(*, study: Study) -> ContrastInputs:
-    """Read the study's latest contrast set and the items made from it (texts at turn 1)."""
+def contrast_inputs_read(*, study: Study, run_ids: Sequence[int] = ()) -> ContrastInputs:
+    """Read the study's latest contrast set, the items made from it (texts at turn 1), the
+    people's votes on them and the done calls of the runs `run_ids` on them."""
     contrast_set = (
         ContrastSet.objects.filter(study=study).select_related("system").order_by("-pk").first()
     )
@@ -152,6 +160,27 @@ def contrast_inputs_read(*, study: Study) -> ContrastInputs:
             own_answer=_first_turn(own.turns),
             other_answer=_first_turn(other.turns),
         )
+    on_items = {"pair_id__in": list(out)}
+    human = pd.DataFrame(
+        list(
+            HumanJudgment.objects.filter(excluded=False, **on_items)
+            .exclude(preference="")
+            .order_by("pk")
+            .values_list("pair_id", "preference")
+        ),
+        columns=HUMAN_ITEM_COLUMNS,
+    )
+    calls = pd.DataFrame(
+        list(
+            JudgeCall.objects.filter(
+                run_id__in=list(run_ids), status=JudgeCall.Status.DONE, **on_items
+            )
+            .exclude(preference="")
+            .order_by("pk")
+            .values_list("pair_id", "run_id", "order", "preference")
+        ),
+        columns=CALL_ITEM_COLUMNS,
+    )
     return ContrastInputs(
         seed=contrast_set.seed,
         low=contrast_set.low,
@@ -160,6 +189,8 @@ def contrast_inputs_read(*, study: Study) -> ContrastInputs:
         system=contrast_set.system.name if contrast_set.system else "",
         pairs=contrast_set.pairs.count(),
         items=out,
+        human=human,
+        calls=calls,
     )
 
 
@@ -258,6 +289,36 @@ def score_consistency_read(
     return out
 
 
+@dataclass(frozen=True)
+class ConsistencyInputs:
+    """What the consistency section reads besides the votes: the contrast items and the score
+    judges' C_res and C_ins (by run id)."""
+
+    contrast: ContrastInputs
+    scores: Mapping[int, ScoreJudgeConsistency]
+
+    def digest(self) -> str:
+        """A text naming everything the section's numbers depend on, for the report's data hash."""
+        items = sorted(
+            (i.pair_id, i.contrast_pair_id, i.expected) for i in self.contrast.items.values()
+        )
+        scores = sorted((run, repr(s)) for run, s in self.scores.items())
+        c = self.contrast
+        votes = (c.human.to_json(orient="values"), c.calls.to_json(orient="values"))
+        return repr((c.seed, c.low, c.high, c.best, c.system, c.pairs, items, votes, scores))
+
+
+NO_CONSISTENCY_INPUTS = ConsistencyInputs(ContrastInputs(None, None, None, "", "", 0, {}), {})
+
+
+def consistency_inputs_get(*, study: Study, run_ids: Sequence[int]) -> ConsistencyInputs:
+    """Read the contrast items and score the contrast pairs with the PL runs among `run_ids`."""
+    return ConsistencyInputs(
+        contrast=contrast_inputs_read(study=study, run_ids=run_ids),
+        scores=score_consistency_read(study=study, run_ids=run_ids),
+    )
+
+
 def _choice_rate(
     frame: pd.DataFrame, contrast: ContrastInputs, source: str, confidence: float
 ) -> tuple[ConsistencyRate | None, list[ContrastMiss]]:
@@ -313,7 +374,6 @@ def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInv
 def consistency_compute(
     *,
     pairs: pd.DataFrame,
-    human: pd.DataFrame,
     calls: pd.DataFrame,
     majority: pd.Series,
     sources: Sequence[SourceInfo],
@@ -321,15 +381,15 @@ def consistency_compute(
     scores: Mapping[int, ScoreJudgeConsistency] | None = None,
     confidence: float = 0.95,
 ) -> ConsistencyResult:
-    """Compute the section from the report's frames.
+    """Compute the section from the report's frames and the contrast inputs.
 
-    pairs: pair_id, prompt_id, turn, answer_a, answer_b; human: pair_id, label (one row per
-    vote, canonical); calls: pair_id, run_id, order ("ab"/"ba"), label (canonical, one row per
-    done call); majority: the people's majority label per pair_id. Contrast items take part in
-    C_res only; swap invariance and transitivity use the other pairs. scores: a score judge's
-    C_res and C_ins by run id (`score_consistency_read`); such a judge's C_res comes from its
-    four scores, not from its verdicts on contrast items (which compare each answer scored under
-    its own prompt).
+    pairs: pair_id, prompt_id, turn, answer_a, answer_b; calls: pair_id, run_id, order
+    ("ab"/"ba"), label (canonical, one row per done call); majority: the people's majority label
+    per pair_id. C_res comes from the votes on contrast items carried by `contrast`; swap
+    invariance and transitivity from the other pairs (contrast items in `pairs`, `calls` or
+    `majority` are left out). scores: a score judge's C_res and C_ins by run id
+    (`score_consistency_read`); such a judge's C_res comes from its four scores, not from its
+    verdicts on contrast items (which compare each answer scored under its own prompt).
     """
     scores = scores or {}
     items = list(contrast.items)
@@ -339,7 +399,7 @@ def consistency_compute(
     rows: list[ConsistencyRow] = []
     misses: list[ContrastMiss] = []
 
-    c_res, missed = _choice_rate(human[["pair_id", "label"]], contrast, HUMAN, confidence)
+    c_res, missed = _choice_rate(contrast.human, contrast, HUMAN, confidence)
     majority_frame = pd.DataFrame(
         {"pair_id": majority.index.to_numpy(), "label": majority.to_numpy(dtype=object)}
     )
@@ -363,8 +423,9 @@ def consistency_compute(
         if scored is not None:
             c_res, c_ins, missed = scored.plain.c_res, scored.plain.c_ins, []
         else:
+            item_calls = contrast.calls[contrast.calls["run_id"] == source.run_id]
             c_res, missed = _choice_rate(
-                run_calls[["pair_id", "label"]], contrast, source.name, confidence
+                item_calls[["pair_id", "label"]], contrast, source.name, confidence
             )
         rows.append(
             ConsistencyRow(

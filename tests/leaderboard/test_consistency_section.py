@@ -9,8 +9,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from django.conf import LazySettings
+from django.test import Client
+from django.urls import reverse
 
-from annotation.models import Answer, ContrastSet, Pair, Prompt, Study, System
+from annotation.models import (
+    Answer,
+    ContrastSet,
+    HumanJudgment,
+    Pair,
+    Prompt,
+    Study,
+    System,
+    Worker,
+)
 from annotation.services.contrast import ContrastPairSpec, contrast_set_store
 from annotation.services.pairs import pairs_generate
 from judges.reward import artifacts
@@ -28,6 +39,7 @@ from leaderboard.services.consistency import (
     contrast_inputs_read,
     score_consistency_read,
 )
+from leaderboard.services.reports import ReportParams, agreement_report_build
 from leaderboard.stats.consistency import score_consistency
 from tests.conftest import Cast
 from tests.judges.reward.conftest import ranked_study
@@ -44,19 +56,25 @@ def two_prompts(study: Study) -> tuple[Prompt, Prompt, Answer, Answer]:
     return first, second, answer_x, answer_y
 
 
-def test_each_contrast_item_knows_which_answer_belongs_to_the_instruction_shown(
-    cast: Cast,
-) -> None:
-    first, second, answer_x, answer_y = two_prompts(cast.study)
+def store(study: Study, pairs: list[ContrastPairSpec], seed: int = 0) -> None:
     contrast_set_store(
-        study=cast.study,
-        seed=4,
+        study=study,
+        seed=seed,
         low=0.75,
         high=0.9,
         best=ContrastSet.Best.FIRST_RANKED,
         system=None,
         backbone="all-MiniLM-L6-v2",
-        pairs=[ContrastPairSpec(first.pk, second.pk, answer_x.pk, answer_y.pk, 0.8)],
+        pairs=pairs,
+    )
+
+
+def test_each_contrast_item_knows_which_answer_belongs_to_the_instruction_shown(
+    cast: Cast,
+) -> None:
+    first, second, answer_x, answer_y = two_prompts(cast.study)
+    store(
+        cast.study, [ContrastPairSpec(first.pk, second.pk, answer_x.pk, answer_y.pk, 0.8)], seed=4
     )
     pairs_generate(study=cast.study, strategy="contrast", seed=4)
 
@@ -102,6 +120,12 @@ def item(pair_id: int, expected: str) -> ContrastItemText:
     )
 
 
+# People: on the items, 2 of 3 votes pick the right answer, one ties.
+ITEM_VOTES = pd.DataFrame([(100, "A"), (100, "tie"), (101, "B")], columns=["pair_id", "label"])
+ITEM_CALLS = pd.DataFrame(
+    [(100, 1, "ab", "B"), (101, 1, "ab", "B"), (100, 2, "ab", "A"), (101, 2, "ab", "B")],
+    columns=["pair_id", "run_id", "order", "label"],
+)
 CONTRAST = ContrastInputs(
     seed=0,
     low=0.75,
@@ -110,6 +134,8 @@ CONTRAST = ContrastInputs(
     system="",
     pairs=1,
     items={100: item(100, "A"), 101: item(101, "B")},
+    human=ITEM_VOTES,
+    calls=ITEM_CALLS,
 )
 # Regular pairs of one prompt with answers 1, 2, 3 (a triple), and the two contrast items.
 PAIRS = pd.DataFrame(
@@ -122,11 +148,6 @@ PAIRS = pd.DataFrame(
     ],
     columns=["pair_id", "prompt_id", "turn", "answer_a", "answer_b"],
 )
-# People: on the items, 2 of 3 votes pick the right answer, one ties.
-HUMAN = pd.DataFrame(
-    [(100, "A"), (100, "tie"), (101, "B"), (10, "A"), (11, "A"), (12, "A")],
-    columns=["pair_id", "label"],
-)
 MAJORITY = pd.Series(["A", "A", "A", "A", "B"], index=pd.Index([10, 11, 12, 100, 101]))
 CALLS = pd.DataFrame(
     [
@@ -137,14 +158,10 @@ CALLS = pd.DataFrame(
         (11, 1, "ba", "A"),
         (12, 1, "ab", "B"),
         (12, 1, "ba", "A"),  # orders disagree: the pair's verdict is a tie
-        (100, 1, "ab", "B"),
-        (101, 1, "ab", "B"),
         # Run 2 (a PL model): transitive, and right on both items.
         (10, 2, "ab", "A"),
         (11, 2, "ab", "A"),
         (12, 2, "ab", "A"),
-        (100, 2, "ab", "A"),
-        (101, 2, "ab", "B"),
     ],
     columns=["pair_id", "run_id", "order", "label"],
 )
@@ -153,7 +170,7 @@ SOURCES = [SourceInfo("gpt-judge", 1, "llm"), SourceInfo("pl-model", 2, "pl")]
 
 def test_people_and_judges_get_c_res_swap_invariance_and_transitivity() -> None:
     result = consistency_compute(
-        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+        pairs=PAIRS, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
     )
     people, llm, pl = result.rows
     assert people.c_res is not None
@@ -180,7 +197,7 @@ def test_a_judge_whose_orders_agree_shows_its_cycle() -> None:
     calls = CALLS.copy()
     calls.loc[(calls["pair_id"] == 12) & (calls["run_id"] == 1), "label"] = "B"
     result = consistency_compute(
-        pairs=PAIRS, human=HUMAN, calls=calls, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+        pairs=PAIRS, calls=calls, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
     )
     llm = result.rows[1]
     assert llm.transitivity is not None
@@ -189,7 +206,7 @@ def test_a_judge_whose_orders_agree_shows_its_cycle() -> None:
 
 def test_the_drill_down_lists_the_items_a_source_got_wrong_with_both_texts() -> None:
     result = consistency_compute(
-        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+        pairs=PAIRS, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
     )
     rows = consistency_miss_rows(result)
     assert rows == [
@@ -200,7 +217,7 @@ def test_the_drill_down_lists_the_items_a_source_got_wrong_with_both_texts() -> 
 
 def test_the_table_marks_order_invariant_judges_and_leaves_undefined_cells_empty() -> None:
     result = consistency_compute(
-        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
+        pairs=PAIRS, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=CONTRAST
     )
     people, llm, pl = (
         dict(zip(TABLE_COLUMNS, row, strict=True)) for row in consistency_table_rows(result)
@@ -218,7 +235,7 @@ def test_the_table_marks_order_invariant_judges_and_leaves_undefined_cells_empty
 def test_without_contrast_items_the_message_says_how_to_build_them() -> None:
     empty = ContrastInputs(None, None, None, "", "", 0, {})
     result = consistency_compute(
-        pairs=PAIRS, human=HUMAN, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=empty
+        pairs=PAIRS, calls=CALLS, majority=MAJORITY, sources=SOURCES, contrast=empty
     )
     assert "build_contrast_set" in result.message
     assert all(row.c_res is None for row in result.rows)
@@ -247,16 +264,7 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
         ContrastPairSpec(p.pk, q.pk, best[p.pk].pk, best[q.pk].pk, 0.8)
         for p, q in zip(prompts[0:8:2], prompts[1:8:2], strict=True)
     ]
-    contrast_set_store(
-        study=cast.study,
-        seed=0,
-        low=0.75,
-        high=0.9,
-        best=ContrastSet.Best.FIRST_RANKED,
-        system=None,
-        backbone="all-MiniLM-L6-v2",
-        pairs=specs,
-    )
+    store(cast.study, specs)
 
     found = score_consistency_read(study=cast.study, run_ids=[run.pk])[run.pk]
 
@@ -283,3 +291,46 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
     # Nothing has a cosine above 1, so fusion at delta 1 changes nothing.
     at_one = score_consistency_read(study=cast.study, run_ids=[run.pk], delta=1.0)[run.pk]
     assert at_one.fused == at_one.plain
+
+
+def test_the_report_page_shows_the_consistency_of_people_and_the_items_they_got_wrong_safely(
+    client: Client, cast: Cast
+) -> None:
+    study = cast.study
+    first, second, answer_x, answer_y = two_prompts(study)
+    Answer.objects.filter(pk=answer_y.pk).update(turns=["<script>alert('cake')</script>"])
+    store(study, [ContrastPairSpec(first.pk, second.pk, answer_x.pk, answer_y.pk, 0.8)])
+    pairs_generate(study=study, strategy="contrast")
+    worker = Worker.objects.create(study=study, panel=Worker.Panel.IMPORTED, external_id="r1")
+    for item in Pair.objects.filter(study=study, source=Pair.Source.CONTRAST):
+        belongs_to_a = item.answer_a.prompt_id == item.prompt_id
+        # Right on the bread item, wrong on the cake item.
+        right = item.prompt_id == first.pk
+        picks_a = belongs_to_a == right
+        HumanJudgment.objects.create(
+            study=study,
+            pair=item,
+            worker=worker,
+            is_imported=True,
+            likert=2 if picks_a else 7,
+            preference="A" if picks_a else "B",
+        )
+
+    payload = agreement_report_build(study=study, params=ReportParams(ci_rounds=20))
+
+    people = payload["consistency"]["rows"][0]
+    assert people["source"] == "human"
+    assert (people["c_res"]["proportion"]["count"], people["c_res"]["proportion"]["total"]) == (
+        1,
+        2,
+    )
+    assert payload["consistency"]["contrast_items"] == 2
+    # Contrast items compare no systems: the other sections never see them.
+    assert (payload["counts"]["units"], payload["counts"]["human_votes"]) == (0, 0)
+    client.force_login(cast.researcher)
+    page = client.get(reverse("leaderboard:study_analysis", args=[study.slug])).content.decode()
+    assert 'id="consistency"' in page
+    assert "Contrast items answered wrongly" in page
+    assert "How to bake cake?" in page and "How to bake &lt;bread&gt;?" in page
+    assert "&lt;script&gt;alert(" in page
+    assert "<script>alert(" not in page
