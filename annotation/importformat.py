@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from config.jsondepth import json_depth
+
 MAX_REPORTED_PROBLEMS = 20
 FORMATS: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # Report progress at most this often (in bytes), so a progress bar costs nothing.
@@ -26,6 +28,11 @@ EXTERNAL_ID_MAX = 200
 CATEGORY_MAX = 100
 SYSTEM_NAME_MAX = 200
 SYSTEM_VERSION_MAX = 100
+# What PostgreSQL can store: a 4-byte integer column, and JSON nested a sane depth (deeper input
+# is refused before it reaches the parser's recursion or the database's stack).
+INTEGER_MAX = 2**31 - 1
+MAX_JSON_DEPTH = 64
+INTEGER_FIELDS = frozenset({"rank", "upvotes"})
 
 
 class BinaryReadable(Protocol):
@@ -346,16 +353,63 @@ def _check_answers(prompt: PromptRow, problems: Problems) -> None:
                 )
 
 
+def _text_problem(value: str) -> str:
+    if "\x00" in value:
+        return "contains a NUL character (\\u0000), which cannot be stored; remove it"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"contains a lone surrogate (\\u{ord(value[exc.start]):04x}), which is not text; "
+            "fix the escape"
+        )
+    return ""
+
+
+def text_unstorable(obj: Any, path: str = "") -> tuple[str, str] | None:
+    """Find the first text (key or value) in parsed JSON that PostgreSQL cannot store, or an
+    integer beyond its columns: return (field path, message), or None when all is storable."""
+    stack: list[tuple[str, Any]] = [(path, obj)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            message = _text_problem(value)
+            if message:
+                return where, message
+        elif isinstance(value, int) and not isinstance(value, bool):
+            # Ranks and upvotes fill integer columns; numbers inside `decoding` stay JSON.
+            if where.rsplit(".", 1)[-1] in INTEGER_FIELDS and abs(value) > INTEGER_MAX:
+                return where, f"{value} is out of range (at most {INTEGER_MAX})"
+        elif isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                name = f"{where}.{key}" if where else str(key)
+                message = _text_problem(str(key))
+                if message:
+                    return name, message
+                stack.append((name, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
 def _jsonl_records(
     lines: Iterator[tuple[int, str]], problems: Problems
 ) -> Iterator[SystemRow | PromptRow]:
     for number, text in lines:
         if not text.strip():
             continue
+        depth = json_depth(text)
+        if depth > MAX_JSON_DEPTH:
+            problems.add(number, "", f"nested {depth} levels deep; at most {MAX_JSON_DEPTH}")
+            continue
         try:
             obj = json.loads(text.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             problems.add(number, "", f"invalid JSON: {exc.msg} (column {exc.colno})")
+            continue
+        unstorable = text_unstorable(obj)
+        if unstorable is not None:
+            problems.add(number, *unstorable)
             continue
         if not isinstance(obj, dict):
             problems.add(number, "", f"expected a JSON object, got {_json_type(obj)}")
@@ -479,6 +533,14 @@ def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterat
             continue
         if len(row) != len(header):
             problems.add(start, "", f"has {len(row)} fields but the header has {len(header)}")
+            continue
+        bad = next(
+            ((name, message) for name, cell in zip(header, row, strict=True)
+             if (message := _text_problem(cell))),
+            None,
+        )  # fmt: skip
+        if bad is not None:
+            problems.add(start, *bad)
             continue
         values = {name: row[position] for name, position in index.items()}
         prompt_fields = {"category": values.get("category", "")} | {
@@ -619,6 +681,8 @@ def _csv_answer(
             continue
         if minimum is not None and number < minimum:
             problems.add(line, name, f"must be at least {minimum}, got {raw}")
+        elif abs(number) > INTEGER_MAX:
+            problems.add(line, name, f"{raw} is out of range (at most {INTEGER_MAX})")
         numbers[name] = number
     if problems.total > before:
         return None
