@@ -13,6 +13,8 @@ Timings are wall-clock in this process; ratios compare runs made here, one after
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
 from collections import defaultdict
 
@@ -77,6 +79,41 @@ def plain_loop(battles: pd.DataFrame, samples: npt.NDArray[np.int64]) -> pd.Seri
     return pd.DataFrame(rows).median()
 
 
+FRESH = """
+import sys, time
+start = time.perf_counter()
+from benchmarks.bench_elo import make_battles
+from leaderboard.stats.ratings import elo_bootstrap, elo_kernel_warm
+battles = make_battles(int(sys.argv[1]), int(sys.argv[2]), 0)
+if sys.argv[4] == "warm-start":
+    elo_kernel_warm()  # what each analysis worker process does as it starts
+ready = time.perf_counter()
+elo_bootstrap(battles, rounds=int(sys.argv[3]))
+first = time.perf_counter()
+elo_bootstrap(battles, rounds=int(sys.argv[3]))
+second = time.perf_counter()
+print(f"{ready - start:.3f} {first - ready:.3f} {second - first:.3f}")
+"""
+
+
+def fresh_process(battles: int, models: int, rounds: int) -> None:
+    """Time the first and a second Elo bootstrap in new processes: the kernel's machine code
+    comes from numba's on-disk cache (filled by the first process on a machine), and the
+    analysis worker loads it as each process starts (``elo_kernel_warm``)."""
+    for start_mode in ("cold-start", "warm-start", "warm-start"):
+        out = subprocess.run(
+            [sys.executable, "-c", FRESH, str(battles), str(models), str(rounds), start_mode],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        ready, first, second = (float(v) for v in out)
+        print(
+            f"new process, {start_mode}: start {ready:6.2f} s, first report's Elo {first:6.3f} s,"
+            f" second {second:6.3f} s, first / second {first / second:5.1f}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--battles", type=int, default=50_000)
@@ -84,7 +121,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-notebook-loop", action="store_true")
+    parser.add_argument(
+        "--fresh-process",
+        action="store_true",
+        help="only time the first Elo bootstrap of new processes against a second one",
+    )
     args = parser.parse_args()
+    if args.fresh_process:
+        fresh_process(args.battles, args.models, args.rounds)
+        return
 
     battles = make_battles(args.battles, args.models, args.seed)
     print(f"{args.battles} battles, {args.models} models, {args.rounds} rounds, seed {args.seed}")

@@ -25,7 +25,7 @@ from annotation.selectors.studies import study_get_for_user
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.selectors import api_study_list
-from leaderboard.services.reports import agreement_report_snapshot
+from leaderboard.services.reports import report_state_get
 
 
 def _study(request: Request, slug: str) -> Study:
@@ -72,7 +72,10 @@ class StudyListApi(_SchemaSerializerMixin, APIView):
 
 class StudyReportApi(APIView):
     """The study's agreement report (the JSON of `agreement_report`), for the query's filters:
-    category, turn, exclude_gold, raters (experts|all), run (repeatable judge run id)."""
+    category, turn, exclude_gold, raters (experts|all), run (repeatable judge run id).
+
+    Served from the stored snapshot: 202 with a status while the first computation runs; the
+    header X-Concord-Report says "stale" when the data changed since (a recompute is queued)."""
 
     permission_classes = [IsAuthenticated]
     schema = AutoSchema(operation_id_base="StudyReport", tags=["reports"])
@@ -82,8 +85,18 @@ class StudyReportApi(APIView):
         form = AnalysisFilterForm(request.query_params, study=study)
         if not form.is_valid():
             raise serializers.ValidationError(form.errors.get_json_data())
-        snapshot = agreement_report_snapshot(study=study, filters=form.filters())
-        return Response(snapshot.payload)
+        state = report_state_get(study=study, filters=form.filters())
+        if state.payload is None:
+            waiting = Response(
+                {"status": "computing", "detail": "The report is being computed; ask again."},
+                status=202,
+            )
+            waiting["Retry-After"] = "3"
+            return waiting
+        response = Response(state.payload)
+        # "current", or "stale": computed from older data, a recompute is queued.
+        response["X-Concord-Report"] = state.status
+        return response
 
 
 class _RowsApi(_SchemaSerializerMixin, APIView, ABC):

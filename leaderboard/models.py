@@ -11,8 +11,17 @@ from annotation.models import Study
 
 
 class ReportSnapshot(models.Model):
-    """One computed report. Aggregates are never kept as counters: they are recomputed from the
-    raw rows into a snapshot, which records its parameters, seed and a hash of those rows."""
+    """One study's report for one set of filters and parameters, as computed by one version of
+    the code. Aggregates are never kept as counters: the analysis worker recomputes the report
+    from the raw rows into the snapshot, which records its parameters, seed, a hash of those
+    rows (`data_hash`) and a cheap fingerprint of the study's data (`fingerprint`) at the time it
+    read them, so that a page can tell whether the stored report is current without reading rows.
+
+    At most one snapshot per (study, kind, params_hash, code_version). `payload` is empty until
+    the first computation ends. `queued_at` is set (conditional UPDATE) when a recompute is
+    queued and `computing_since` when a worker starts one (conditional UPDATE, so that one key is
+    computed by one worker at a time); both are cleared when it ends.
+    """
 
     class Kind(models.TextChoices):
         AGREEMENT = "agreement", "Agreement report"
@@ -21,22 +30,32 @@ class ReportSnapshot(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.AGREEMENT)
     params = models.JSONField(help_text="Filters and statistical parameters, seed included.")
     params_hash = models.CharField(max_length=64, help_text="SHA-256 of the canonical params.")
+    code_version = models.CharField(
+        max_length=64, default="", help_text="SHA-256 of the report code and library versions."
+    )
     seed = models.BigIntegerField()
-    data_hash = models.CharField(max_length=64, help_text="SHA-256 of the input rows.")
+    data_hash = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the rows read.")
+    fingerprint = models.CharField(
+        max_length=64, blank=True, help_text="The study's data fingerprint when the rows were read."
+    )
     software_version = models.CharField(max_length=50)
-    payload = models.JSONField()
+    payload = models.JSONField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    computing_since = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="Why the last computation failed.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [
-            models.Index(
-                fields=["study", "kind", "params_hash", "data_hash"], name="snapshot_lookup"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "kind", "params_hash", "code_version"], name="snapshot_unique_key"
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} report on {self.study} ({self.data_hash[:12]})"
+        return f"{self.kind} report on {self.study} ({self.params_hash[:12]})"
 
 
 class ExportJob(models.Model):

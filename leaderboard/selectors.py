@@ -27,7 +27,7 @@ from django.http import HttpRequest
 
 from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
 from annotation.selectors.studies import study_list_with_counts
-from judges.models import JudgeCall, JudgeRun
+from judges.models import AnswerScore, JudgeCall, JudgeRun
 from leaderboard.models import ExportJob, ReportSnapshot
 from leaderboard.parallel import run_parallel
 
@@ -795,15 +795,63 @@ def frame_hash_update(digest: Any, name: str, frame: pd.DataFrame) -> None:
         digest.update(data)
 
 
-def report_snapshot_find(
-    *, study: Study, params_hash: str, data_hash: str
+def study_data_fingerprint(*, study: Study) -> str:
+    """A cheap fingerprint of everything a report of the study reads: SHA-256 of counts and
+    largest ids (and times) of its pairs, answers, workers excluded, judgments, judge runs (with
+    their statuses), finished judge calls and answer scores, in one statement of index lookups.
+
+    A row added, deleted, finished or excluded changes it; so does a run changing status. Rows
+    edited in place without any of those (an answer's text changed in the admin) do not: ask for
+    a recompute on the page for those.
+    """
+    tables = {
+        "pair": Pair._meta.db_table,
+        "answer": Answer._meta.db_table,
+        "prompt": Prompt._meta.db_table,
+        "worker": Worker._meta.db_table,
+        "judgment": HumanJudgment._meta.db_table,
+        "run": JudgeRun._meta.db_table,
+        "call": JudgeCall._meta.db_table,
+        "score": AnswerScore._meta.db_table,
+    }
+    runs = f"SELECT id FROM {tables['run']} WHERE study_id = %(study)s"
+    sql = f"""
+        SELECT
+          (SELECT count(*) FROM {tables["pair"]} WHERE study_id = %(study)s),
+          (SELECT max(id) FROM {tables["pair"]} WHERE study_id = %(study)s),
+          (SELECT count(*) FROM {tables["answer"]} a JOIN {tables["prompt"]} p
+             ON p.id = a.prompt_id WHERE p.study_id = %(study)s),
+          (SELECT max(a.id) FROM {tables["answer"]} a JOIN {tables["prompt"]} p
+             ON p.id = a.prompt_id WHERE p.study_id = %(study)s),
+          (SELECT count(*) FROM {tables["worker"]} WHERE study_id = %(study)s AND excluded),
+          (SELECT max(excluded_at) FROM {tables["worker"]} WHERE study_id = %(study)s),
+          (SELECT count(*) FROM {tables["judgment"]} WHERE study_id = %(study)s),
+          (SELECT max(id) FROM {tables["judgment"]} WHERE study_id = %(study)s),
+          (SELECT string_agg(id || ':' || status, ',' ORDER BY id) FROM {tables["run"]}
+             WHERE study_id = %(study)s),
+          (SELECT count(*) FROM {tables["call"]} WHERE run_id IN ({runs}) AND status = 'done'),
+          (SELECT max(id) FROM {tables["call"]} WHERE run_id IN ({runs})),
+          (SELECT max(finished_at) FROM {tables["call"]} WHERE run_id IN ({runs})),
+          (SELECT count(*) FROM {tables["score"]} WHERE run_id IN ({runs})),
+          (SELECT max(id) FROM {tables["score"]} WHERE run_id IN ({runs}))
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"study": study.pk})
+        row = cursor.fetchone()
+    text = "|".join("" if value is None else str(value) for value in row)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def report_snapshot_get(
+    *, study: Study, params_hash: str, code_version: str
 ) -> ReportSnapshot | None:
-    """The stored report for these parameters and these rows, if one was computed."""
-    return (
-        ReportSnapshot.objects.filter(study=study, params_hash=params_hash, data_hash=data_hash)
-        .order_by("-created_at")
-        .first()
-    )
+    """The snapshot of this key, computed or not, if one exists."""
+    return ReportSnapshot.objects.filter(
+        study=study,
+        kind=ReportSnapshot.Kind.AGREEMENT,
+        params_hash=params_hash,
+        code_version=code_version,
+    ).first()
 
 
 def study_filter_choices(*, study: Study) -> dict[str, list[Any]]:

@@ -6,9 +6,14 @@ analysis queue by CELERY_TASK_ROUTES (and sent there explicitly by the service).
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from celery.signals import worker_process_init
 
 from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
+from leaderboard.services.reports import report_snapshot_compute
+from leaderboard.stats.ratings import elo_kernel_warm
 
 
 @shared_task(
@@ -27,3 +32,21 @@ def exports_maintain() -> str:
         f"{outcome.requeued} queued again, {outcome.gave_up} given up, "
         f"{outcome.expired} expired, {outcome.partials_removed} partial files removed"
     )
+
+
+@shared_task(
+    name="leaderboard.report_compute",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def report_compute(snapshot_id: int) -> str:
+    """Compute one report snapshot (one worker per snapshot at a time)."""
+    return report_snapshot_compute(snapshot_id=snapshot_id)
+
+
+@worker_process_init.connect
+def elo_kernel_load(**_: Any) -> None:
+    """Each worker process loads the compiled Elo kernel as it starts, so that its first report
+    does not pay for it (measured in benchmarks/bench_elo.py --fresh-process)."""
+    elo_kernel_warm()

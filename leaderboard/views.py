@@ -51,22 +51,47 @@ from leaderboard.services.export_jobs import (
     export_sync_max_rows,
 )
 from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export_stream
-from leaderboard.services.reports import agreement_report_snapshot, report_to_json
+from leaderboard.services.reports import (
+    ReportState,
+    report_recompute_request,
+    report_state_get,
+    report_to_json,
+    snapshot_payload_required,
+)
+
+RETRY_SECONDS = 3
 
 
-def _report_for(
-    request: HttpRequest, study: Study
-) -> tuple[AnalysisFilterForm, dict[str, Any] | None]:
-    """The filter form and the stored report payload for its filters (None when not valid)."""
+def _state_for(request: HttpRequest, study: Study) -> tuple[AnalysisFilterForm, ReportState | None]:
+    """The filter form and the report's state for its filters (None when they are not valid).
+    Reads the snapshot and the study's fingerprint only, never the study's rows."""
     form = AnalysisFilterForm(request.GET, study=study)
     if not form.is_valid():
         return form, None
-    snapshot = agreement_report_snapshot(study=study, filters=form.filters())
-    return form, snapshot.payload
+    return form, report_state_get(study=study, filters=form.filters())
 
 
-def _typed(payload: dict[str, Any] | None) -> Report | None:
-    return report_from_payload(payload) if payload is not None else None
+def _served(request: HttpRequest, study: Study) -> tuple[ReportState, Report] | HttpResponse:
+    """The state and the stored report for a download, or the answer while there is none: 404
+    for filters that are not valid, 503 with Retry-After while the first computation runs."""
+    _form, state = _state_for(request, study)
+    if state is None:
+        raise Http404("The filters are not valid.")
+    if state.payload is None:
+        response = HttpResponse(
+            "The report is being computed by the analysis worker; try again in a few seconds.\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Retry-After"] = str(RETRY_SECONDS)
+        return response
+    return state, report_from_payload(state.payload)
+
+
+def _marked(response: HttpResponse, state: ReportState) -> HttpResponse:
+    """Say in a header whether the served report is current or from older data."""
+    response["X-Concord-Report"] = state.status
+    return response
 
 
 def _filename(study: Study, name: str, extension: str) -> str:
@@ -76,8 +101,7 @@ def _filename(study: Study, name: str, extension: str) -> str:
 class StudyAnalysisView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        form, payload = _report_for(request, study)
-        report = _typed(payload)
+        form, state = _state_for(request, study)
         context: dict[str, Any] = {
             "study": study,
             "form": form,
@@ -86,57 +110,72 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
             "export_formats": EXPORT_FORMATS,
             "export_sync_max_rows": export_sync_max_rows(),
         }
-        if report is not None:
-            context |= report_page_context(report) | {
+        if state is None:
+            return render(request, "leaderboard/study_analysis.html", context, status=400)
+        context |= {"state": state, "snapshot": state.snapshot, "retry_seconds": RETRY_SECONDS}
+        if state.payload is not None:
+            context |= report_page_context(report_from_payload(state.payload)) | {
                 "csv_base": request.path + "tables/",
                 "plot_base": request.path + "plots/",
                 "followup_form": FollowupForm(study=study),
             }
-        return render(
-            request,
-            "leaderboard/study_analysis.html",
-            context,
-            status=200 if report is not None else 400,
-        )
+        return _marked(render(request, "leaderboard/study_analysis.html", context), state)
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        """Recompute the report of the query's filters now (for rows edited in place)."""
+        study = get_study_or_404(request, slug)
+        form = AnalysisFilterForm(request.GET, study=study)
+        if not form.is_valid():
+            context = {"study": study, "form": form}
+            return render(request, "leaderboard/study_analysis.html", context, status=400)
+        report_recompute_request(study=study, filters=form.filters())
+        messages.info(request, "The report is being recomputed.")
+        return redirect(f"{request.path}?{request.GET.urlencode()}")
 
 
 class StudyAnalysisTableView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        _form, payload = _report_for(request, study)
-        report = _typed(payload)
-        table = report_table(report, name) if report is not None else None
+        served = _served(request, study)
+        if isinstance(served, HttpResponse):
+            return served
+        state, report = served
+        table = report_table(report, name)
         if table is None:
             raise Http404("No such table.")
         response = HttpResponse(table_to_csv(table), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{_filename(study, name, "csv")}"'
-        return response
+        return _marked(response, state)
 
 
 class StudyAnalysisPlotView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, name: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        _form, payload = _report_for(request, study)
-        report = _typed(payload)
-        plot = report_plot(report, name) if report is not None else None
+        served = _served(request, study)
+        if isinstance(served, HttpResponse):
+            return served
+        state, report = served
+        plot = report_plot(report, name)
         if plot is None:
             raise Http404("No such plot.")
         response = HttpResponse(plot.svg, content_type="image/svg+xml; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{_filename(study, name, "svg")}"'
-        return response
+        return _marked(response, state)
 
 
 class StudyAnalysisReportView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        _form, payload = _report_for(request, study)
-        if payload is None:
-            raise Http404("The filters are not valid.")
+        served = _served(request, study)
+        if isinstance(served, HttpResponse):
+            return served
+        state, _report = served
+        payload = snapshot_payload_required(state.payload)
         response = HttpResponse(report_to_json(payload), content_type="application/json")
         response["Content-Disposition"] = (
             f'attachment; filename="{_filename(study, "agreement-report", "json")}"'
         )
-        return response
+        return _marked(response, state)
 
 
 class StudyExportView(ResearcherRequiredMixin, View):

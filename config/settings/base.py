@@ -242,6 +242,7 @@ CELERY_TASK_ROUTES = {
     "judges.pl_trainings_reconcile": {"queue": "reward_model"},
     "leaderboard.export_build": {"queue": "analysis"},
     "leaderboard.exports_maintain": {"queue": "analysis"},
+    "leaderboard.report_compute": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {
     "judges-pl-trainings-reconcile": {"task": "judges.pl_trainings_reconcile", "schedule": 60.0},

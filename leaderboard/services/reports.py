@@ -12,15 +12,21 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from functools import cache
 from importlib import metadata
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from annotation.models import Study
+from config.celery import app as celery_app
+from config.queues import Queue
 from leaderboard.models import ReportSnapshot
 from leaderboard.parallel import run_parallel
 from leaderboard.report.agreement import DEFINITION
@@ -48,8 +54,9 @@ from leaderboard.section_selectors import (
 from leaderboard.selectors import (
     StudyVotes,
     VoteFilters,
-    report_snapshot_find,
+    report_snapshot_get,
     rows_of_run,
+    study_data_fingerprint,
     study_judge_sources,
     study_raters_resolve,
     study_votes_get,
@@ -59,6 +66,11 @@ from leaderboard.stats.majority import people_majority
 
 __all__ = ["ReportParams", "agreement_report_build", "agreement_report_snapshot"]
 
+TASK_REPORT_COMPUTE = "leaderboard.report_compute"
+# A computation claimed longer ago than this lost its worker; another may claim it.
+STALE_COMPUTE = timedelta(minutes=30)
+# A recompute queued longer ago than this (its message lost, or its run failed) is queued again.
+REQUEUE_AFTER = timedelta(minutes=10)
 RATERS_DEFINITION = {
     "experts": "only raters whose id starts with expert_ (MT-Bench's experts; authors left out)",
     "all": "every rater",
@@ -186,30 +198,215 @@ def _payload(
     return report_to_payload(report)
 
 
-def agreement_report_snapshot(
-    *, study: Study, filters: VoteFilters | None = None, params: ReportParams | None = None
+@cache
+def code_version() -> str:
+    """SHA-256 of what a report's numbers depend on besides the data: the schema version,
+    Concord's version, the libraries' versions and the source of the report's code (its
+    sections, the statistics, the reads and this service). Read once per process. A snapshot
+    computed by other code has another key, so an upgrade that fixes a statistic recomputes."""
+    digest = hashlib.sha256()
+    digest.update(f"{SCHEMA_VERSION}|{software_version()}|".encode())
+    digest.update(json.dumps(_library_versions(), sort_keys=True).encode())
+    root = Path(settings.BASE_DIR) / "leaderboard"
+    files = [
+        *sorted((root / "report").glob("*.py")),
+        *sorted((root / "stats").glob("*.py")),
+        root / "selectors.py",
+        root / "section_selectors.py",
+        root / "services" / "reports.py",
+    ]
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+Status = Literal["current", "stale", "computing"]
+
+
+@dataclass(frozen=True)
+class ReportState:
+    """What the page can show for a key without reading the study's rows.
+
+    current: the stored report was computed from the data as it is now; stale: the data changed
+    since (the stored report is shown and a recompute is queued); computing: no report yet (the
+    first computation is queued or running; `snapshot.error` says why the last one failed)."""
+
+    snapshot: ReportSnapshot
+    status: Status
+
+    @property
+    def payload(self) -> dict[str, Any] | None:
+        return self.snapshot.payload
+
+
+def _filters_and_params(stored: Mapping[str, Any]) -> tuple[VoteFilters, ReportParams]:
+    """The filters and parameters a snapshot's `params` were written from."""
+    filters = dict(stored["filters"])
+    runs = filters.get("judge_run_ids")
+    filters["judge_run_ids"] = tuple(runs) if runs is not None else None
+    rest = {k: v for k, v in stored.items() if k != "filters"}
+    return VoteFilters(**filters), ReportParams(**rest)
+
+
+def report_snapshot_for(
+    *, study: Study, filters: VoteFilters, params: ReportParams
 ) -> ReportSnapshot:
-    """Return the stored report for these parameters and the study's current rows, computing
-    and storing it first when the rows changed or it was never computed."""
-    filters = filters or VoteFilters()
-    params = params or ReportParams()
-    votes, extras = _votes_and_extras_get(study=study, filters=filters)
-    data_hash = report_data_hash(votes=votes, extras=extras)
+    """The snapshot row of this key (study, filters and parameters, code version), created
+    empty when there is none; the unique key makes concurrent requests find the same row."""
     key = params_hash(filters=filters, params=params)
-    found = report_snapshot_find(study=study, params_hash=key, data_hash=data_hash)
+    version = code_version()
+    found = report_snapshot_get(study=study, params_hash=key, code_version=version)
     if found is not None:
         return found
-    payload = _payload(study=study, votes=votes, filters=filters, params=params, extras=extras)
-    with transaction.atomic():
-        return ReportSnapshot.objects.create(
-            study=study,
-            params=payload["metadata"]["parameters"],
-            params_hash=key,
-            seed=params.seed,
-            data_hash=data_hash,
-            software_version=software_version(),
-            payload=payload,
+    snapshot, _ = ReportSnapshot.objects.get_or_create(
+        study=study,
+        kind=ReportSnapshot.Kind.AGREEMENT,
+        params_hash=key,
+        code_version=version,
+        defaults={
+            "params": to_json(_params_dict(filters, params)),
+            "seed": params.seed,
+            "software_version": software_version(),
+        },
+    )
+    return snapshot
+
+
+def _enqueue(snapshot_id: int) -> None:
+    try:
+        celery_app.send_task(
+            TASK_REPORT_COMPUTE,
+            args=[snapshot_id],
+            queue=Queue.ANALYSIS.value,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
         )
+    except Exception as exc:  # noqa: BLE001 - any failure to publish means the same thing
+        # Not queued: let the next request try again, and say why on the page.
+        ReportSnapshot.objects.filter(pk=snapshot_id).update(
+            queued_at=None,
+            error=f"could not queue the computation: the Celery broker does not answer ({exc})",
+        )
+
+
+def report_recompute_queue(*, snapshot: ReportSnapshot) -> bool:
+    """Queue the snapshot's computation on the analysis queue, unless one was queued less than
+    REQUEUE_AFTER ago (a conditional UPDATE of `queued_at`, so concurrent requests queue it
+    once). Return whether this call queued it; the message is sent after commit."""
+    now = timezone.now()
+    claimed = (
+        ReportSnapshot.objects.filter(pk=snapshot.pk)
+        .filter(Q(queued_at__isnull=True) | Q(queued_at__lt=now - REQUEUE_AFTER))
+        .update(queued_at=now)
+    )
+    if claimed:
+        snapshot_id = snapshot.pk
+        transaction.on_commit(lambda: _enqueue(snapshot_id))
+    return bool(claimed)
+
+
+def report_state_get(
+    *, study: Study, filters: VoteFilters, params: ReportParams | None = None
+) -> ReportState:
+    """The page's view of a report: the snapshot of the key and whether it is current, from the
+    study's data fingerprint (index lookups; the study's rows are not read). A stale or missing
+    report is queued for the analysis worker."""
+    params = params or ReportParams()
+    fingerprint = study_data_fingerprint(study=study)
+    snapshot = report_snapshot_for(study=study, filters=filters, params=params)
+    if snapshot.payload is not None and snapshot.fingerprint == fingerprint:
+        return ReportState(snapshot, "current")
+    if snapshot.computing_since is None and report_recompute_queue(snapshot=snapshot):
+        snapshot.refresh_from_db()
+    return ReportState(snapshot, "stale" if snapshot.payload is not None else "computing")
+
+
+def report_recompute_request(*, study: Study, filters: VoteFilters) -> ReportSnapshot:
+    """Mark the snapshot of these filters (default parameters) stale and queue its computation:
+    for data edited in place, which the fingerprint does not see (an answer's text)."""
+    snapshot = report_snapshot_for(study=study, filters=filters, params=ReportParams())
+    ReportSnapshot.objects.filter(pk=snapshot.pk).update(fingerprint="", queued_at=None)
+    report_recompute_queue(snapshot=snapshot)
+    return snapshot
+
+
+def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> ReportSnapshot:
+    """Read the rows, compute the report and store it in the snapshot. The fingerprint is read
+    before the rows, so data written during the read makes the snapshot look stale, never
+    current. With a `claim`, the result is written only while that claim holds."""
+    study = snapshot.study
+    filters, params = _filters_and_params(snapshot.params)
+    fingerprint = study_data_fingerprint(study=study)
+    votes, extras = _votes_and_extras_get(study=study, filters=filters)
+    report = report_compute(study=study, votes=votes, filters=filters, params=params, extras=extras)
+    done = ReportSnapshot.objects.filter(pk=snapshot.pk)
+    if claim is not None:
+        done = done.filter(computing_since=claim)
+    done.update(
+        payload=report_to_payload(report),
+        data_hash=report.metadata.data_hash,
+        fingerprint=fingerprint,
+        software_version=software_version(),
+        computed_at=timezone.now(),
+        queued_at=None,
+        computing_since=None,
+        error="",
+    )
+    snapshot.refresh_from_db()
+    return snapshot
+
+
+def report_snapshot_compute(*, snapshot_id: int) -> str:
+    """The analysis worker's job: compute one snapshot, one worker per key at a time.
+
+    The worker claims the snapshot with a conditional UPDATE of `computing_since` (free, or
+    claimed more than STALE_COMPUTE ago by a worker that died); a second delivery while one runs
+    does nothing. A snapshot already current is left as it is. A failure is recorded in
+    `error` (the page shows it) and raised."""
+    now = timezone.now()
+    claimed = (
+        ReportSnapshot.objects.filter(pk=snapshot_id)
+        .filter(Q(computing_since__isnull=True) | Q(computing_since__lt=now - STALE_COMPUTE))
+        .update(computing_since=now)
+    )
+    if not claimed:
+        return "busy" if ReportSnapshot.objects.filter(pk=snapshot_id).exists() else "gone"
+    snapshot = ReportSnapshot.objects.select_related("study").get(pk=snapshot_id)
+    if snapshot.payload is not None and snapshot.fingerprint == study_data_fingerprint(
+        study=snapshot.study
+    ):
+        ReportSnapshot.objects.filter(pk=snapshot_id, computing_since=now).update(
+            computing_since=None, queued_at=None
+        )
+        return "current"
+    try:
+        _compute_into(snapshot, claim=now)
+    except Exception as exc:
+        ReportSnapshot.objects.filter(pk=snapshot_id, computing_since=now).update(
+            computing_since=None, error=f"{type(exc).__name__}: {exc}"
+        )
+        raise
+    return "computed"
+
+
+def agreement_report_snapshot(
+    *,
+    study: Study,
+    filters: VoteFilters | None = None,
+    params: ReportParams | None = None,
+    recompute: bool = False,
+) -> ReportSnapshot:
+    """The snapshot of these parameters, computed here and now when it is not current or
+    `recompute` is asked (for the command line, export builds and tests; pages use
+    :func:`report_state_get`)."""
+    filters = filters or VoteFilters()
+    params = params or ReportParams()
+    snapshot = report_snapshot_for(study=study, filters=filters, params=params)
+    fingerprint = study_data_fingerprint(study=study)
+    if not recompute and snapshot.payload is not None and snapshot.fingerprint == fingerprint:
+        return snapshot
+    return _compute_into(snapshot, claim=None)
 
 
 def report_to_json(payload: Mapping[str, Any]) -> bytes:
@@ -217,9 +414,17 @@ def report_to_json(payload: Mapping[str, Any]) -> bytes:
     return payload_to_json(payload)
 
 
-def report_flatten(payload: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """A report payload's leaves as (path, value) pairs, paths as in the JSON, in sorted order."""
-    return payload_flatten(payload)
+def report_flatten(payload: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """A report payload's leaves as (path, value) pairs, paths as in the JSON, in sorted order
+    (the payload of a computed snapshot: None is an error)."""
+    return payload_flatten(snapshot_payload_required(payload))
+
+
+def snapshot_payload_required(payload: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A computed snapshot's payload; ValueError for a snapshot not computed yet."""
+    if payload is None:
+        raise ValueError("the report snapshot has not been computed yet")
+    return payload
 
 
 def report_to_csv(payload: Mapping[str, Any]) -> bytes:

@@ -227,7 +227,9 @@ def _elo_rounds_loop(
             played[r, ib] = True
 
 
-_elo_rounds_compiled = numba.njit(nogil=True)(_elo_rounds_loop) if HAVE_NUMBA else None
+# cache=True: the machine code is kept on disk (numba's cache, next to this file or in
+# NUMBA_CACHE_DIR), so a new process loads the kernels instead of compiling them again.
+_elo_rounds_compiled = numba.njit(nogil=True, cache=True)(_elo_rounds_loop) if HAVE_NUMBA else None
 
 
 # Rounds played side by side by one thread: their Elo chains are independent, so the CPU overlaps
@@ -358,8 +360,8 @@ _E8, _E9, _E10, _E11, _E12 = (1.0 / math.factorial(i) for i in range(8, 13))
 
 
 if HAVE_NUMBA:
-    _mix13_compiled = numba.njit(_mix13)
-    _elo_draws_compiled = numba.njit(nogil=True)(_elo_draws_loop)
+    _mix13_compiled = numba.njit(cache=True)(_mix13)
+    _elo_draws_compiled = numba.njit(nogil=True, cache=True)(_elo_draws_loop)
 else:
     _elo_draws_compiled = None  # type: ignore[assignment]
 
@@ -511,6 +513,17 @@ def _run_elo(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     engine = _elo_compiled if _ENGINE == "numba" else _elo_lockstep
     return engine(enc, positions, rounds, k, scale, base)
+
+
+def elo_kernel_warm() -> None:
+    """Load (or, the first time on a machine, compile) the Elo kernel now rather than in the
+    first report: numba keeps the machine code on disk (``cache=True``), but loading it still
+    costs a process about a second. The analysis worker calls this as each process starts."""
+    warm = pd.DataFrame(
+        {"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": ["tie", "model_a"]}
+    )
+    elo_bootstrap(warm, rounds=2)
+    bradley_terry(warm, rounds=2)
 
 
 def elo_bootstrap(

@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from annotation.models import Study
 from annotation.services.roles import study_member_add
+from leaderboard.models import ReportSnapshot
+from leaderboard.services.reports import report_snapshot_compute
 from tests.conftest import Cast
 
 QUESTIONS = [
@@ -65,3 +68,22 @@ def export_study(cast: Cast, files: dict[str, Path], settings: Any, tmp_path: Pa
     study = Study.objects.get(slug="mt-bench")
     study_member_add(study=study, user=cast.researcher)
     return study
+
+
+def analysis_worker_run() -> int:
+    """Do what the analysis worker does for each queued report snapshot (the page queues the
+    task after commit, which a test transaction never reaches); return how many it computed."""
+    queued = ReportSnapshot.objects.filter(queued_at__isnull=False).values_list("pk", flat=True)
+    return sum(report_snapshot_compute(snapshot_id=pk) == "computed" for pk in list(queued))
+
+
+def get_computed(client: Client, path: str, **extra: Any) -> Any:
+    """GET a report page or download; when its report is still to be computed (progress page,
+    503, 202), run the analysis worker's job and GET it again."""
+    response = client.get(path, **extra)
+    waiting = response.status_code in (202, 503) or (
+        response.status_code == 200 and b'id="report-progress"' in response.content
+    )
+    if waiting and analysis_worker_run():
+        response = client.get(path, **extra)
+    return response

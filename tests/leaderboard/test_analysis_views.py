@@ -5,16 +5,28 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation.models import HumanJudgment, Study
 from judges.models import Judge, JudgeCall, JudgeRun
 from leaderboard.models import ReportSnapshot
+from leaderboard.selectors import VoteFilters
+from leaderboard.services.reports import report_snapshot_compute, report_state_get
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair
+from tests.leaderboard.conftest import analysis_worker_run, get_computed
+
+# Session, user and roles, study and membership, the filter form's and the follow-up form's
+# choices (categories, turns, judge runs), the data fingerprint (one statement) and the snapshot:
+# pinned, so that a page that starts reading the study's rows again is noticed.
+PAGE_QUERIES = 16
 
 
 @pytest.fixture
@@ -51,7 +63,7 @@ def test_member_researcher_and_admin_see_the_analysis(
 ) -> None:
     for user in (cast.researcher, cast.admin):
         client.force_login(user)
-        response = client.get(url(judged_study))
+        response = get_computed(client, url(judged_study))
         assert response.status_code == 200
         assert b"tiny judge vs human" in response.content
 
@@ -79,7 +91,7 @@ def test_everyone_else_gets_a_404(
 
 
 def test_anonymous_visitors_are_sent_to_log_in(client: Client, judged_study: Study) -> None:
-    response = client.get(url(judged_study))
+    response = get_computed(client, url(judged_study))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
 
@@ -88,7 +100,7 @@ def test_agreement_table_downloads_as_csv_with_the_counts(
     client: Client, cast: Cast, judged_study: Study
 ) -> None:
     client.force_login(cast.researcher)
-    response = client.get(url(judged_study, "study_analysis_table", name="agreement"))
+    response = get_computed(client, url(judged_study, "study_analysis_table", name="agreement"))
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
@@ -105,7 +117,9 @@ def test_position_bias_histogram_of_shown_scores_is_an_svg_download(
     client: Client, cast: Cast, judged_study: Study
 ) -> None:
     client.force_login(cast.researcher)
-    response = client.get(url(judged_study, "study_analysis_plot", name="position-bias-human"))
+    response = get_computed(
+        client, url(judged_study, "study_analysis_plot", name="position-bias-human")
+    )
     assert response.status_code == 200
     assert response["Content-Type"].startswith("image/svg+xml")
     assert response.content.startswith(b"<svg")
@@ -116,7 +130,7 @@ def test_json_report_download_holds_the_documented_keys(
     client: Client, cast: Cast, judged_study: Study
 ) -> None:
     client.force_login(cast.researcher)
-    report = json.loads(client.get(url(judged_study, "study_analysis_report")).content)
+    report = json.loads(get_computed(client, url(judged_study, "study_analysis_report")).content)
     assert set(report["human_vs_human"]["with_ties"]) == {"agree", "total", "rate"}
     assert set(report["judges"]["tiny judge"]["vs_human"]["without_ties"]) == {
         "agree",
@@ -142,21 +156,76 @@ def test_unknown_table_and_plot_names_are_404(
     client: Client, cast: Cast, judged_study: Study
 ) -> None:
     client.force_login(cast.researcher)
-    assert client.get(url(judged_study, "study_analysis_table", name="nope")).status_code == 404
-    assert client.get(url(judged_study, "study_analysis_plot", name="nope")).status_code == 404
+    assert (
+        get_computed(client, url(judged_study, "study_analysis_table", name="nope")).status_code
+        == 404
+    )
+    assert (
+        get_computed(client, url(judged_study, "study_analysis_plot", name="nope")).status_code
+        == 404
+    )
 
 
-def test_the_page_is_computed_once_and_then_read_from_its_snapshot(
+def test_the_worker_computes_the_report_and_the_page_serves_it_until_the_data_change(
+    client: Client, cast: Cast, judged_study: Study, django_capture_on_commit_callbacks: Any
+) -> None:
+    client.force_login(cast.researcher)
+    # No snapshot yet: a progress page that reloads itself, and one task queued after commit.
+    with django_capture_on_commit_callbacks() as queued:
+        first = client.get(url(judged_study))
+    assert b'id="report-progress"' in first.content
+    assert b'http-equiv="refresh"' in first.content
+    assert len(queued) == 1
+    waiting = client.get(url(judged_study, "study_analysis_table", name="agreement"))
+    assert waiting.status_code == 503 and waiting["Retry-After"] == "3"
+    # Asking again while it is queued queues nothing more.
+    with django_capture_on_commit_callbacks() as again:
+        client.get(url(judged_study))
+    assert again == []
+
+    assert analysis_worker_run() == 1
+    ready = client.get(url(judged_study))
+    assert ready["X-Concord-Report"] == "current"
+    assert b"tiny judge vs human" in ready.content
+    assert b'http-equiv="refresh"' not in ready.content  # polling stops once it is done
+    snapshot = ReportSnapshot.objects.get(study=judged_study)
+    computed_hash = snapshot.data_hash
+
+    # Changed rows: the stored report is shown, marked, and a recompute is queued.
+    HumanJudgment.objects.filter(study=judged_study).order_by("pk").first().delete()  # type: ignore[union-attr]
+    with django_capture_on_commit_callbacks() as requeued:
+        stale = client.get(url(judged_study))
+    assert stale["X-Concord-Report"] == "stale"
+    assert b"Data changed since" in stale.content and b"tiny judge vs human" in stale.content
+    assert len(requeued) == 1
+    assert analysis_worker_run() == 1
+    assert client.get(url(judged_study))["X-Concord-Report"] == "current"
+    # One snapshot per key, now computed from the new rows.
+    snapshot = ReportSnapshot.objects.get(study=judged_study)
+    assert snapshot.data_hash != computed_hash
+
+
+def test_a_second_delivery_of_the_same_computation_does_nothing_while_one_runs(
+    judged_study: Study,
+) -> None:
+    state = report_state_get(study=judged_study, filters=VoteFilters())
+    ReportSnapshot.objects.filter(pk=state.snapshot.pk).update(computing_since=timezone.now())
+    assert report_snapshot_compute(snapshot_id=state.snapshot.pk) == "busy"
+    assert ReportSnapshot.objects.get(pk=state.snapshot.pk).payload is None
+
+
+def test_the_analysis_page_with_a_current_report_reads_no_rows_of_the_study(
     client: Client, cast: Cast, judged_study: Study
 ) -> None:
     client.force_login(cast.researcher)
-    client.get(url(judged_study))
-    client.get(url(judged_study, "study_analysis_table", name="agreement"))
-    assert ReportSnapshot.objects.filter(study=judged_study).count() == 1
-    # Changed rows give a new snapshot.
-    HumanJudgment.objects.filter(study=judged_study).order_by("pk").first().delete()  # type: ignore[union-attr]
-    client.get(url(judged_study))
-    assert ReportSnapshot.objects.filter(study=judged_study).count() == 2
+    get_computed(client, url(judged_study))
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url(judged_study))
+    assert response["X-Concord-Report"] == "current"
+    sql = [q["sql"] for q in queries.captured_queries]
+    # The fingerprint counts rows through indexes; no query selects the judgments' columns.
+    assert not [q for q in sql if "annotation_humanjudgment" in q and "likert" in q], sql
+    assert len(queries) == PAGE_QUERIES, [q["sql"][:120] for q in queries.captured_queries]
 
 
 def test_drill_down_lists_the_units_where_the_judge_disagrees_with_the_people(

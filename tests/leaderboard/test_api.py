@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from annotation.models import Study
 from annotation.services.roles import study_member_add
 from tests.conftest import Cast
-from tests.leaderboard.conftest import run_import
+from tests.leaderboard.conftest import get_computed, run_import
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_the_report_endpoint_takes_the_page_filters(
     client: Client, cast: Cast, imported: Study
 ) -> None:
     client.force_login(cast.researcher)
-    report = client.get("/api/v1/studies/mt-bench/report/?turn=1&raters=all").json()
+    report = get_computed(client, "/api/v1/studies/mt-bench/report/?turn=1&raters=all").json()
     assert report["metadata"]["parameters"]["filters"]["turn"] == 1
     # Turn 1 of the small files: expert_1 and author_1 both chose B on the same pair.
     assert report["human_vs_human"]["with_ties"] == {"agree": 1, "total": 1, "rate": 1.0}

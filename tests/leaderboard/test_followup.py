@@ -20,6 +20,7 @@ from leaderboard.services.followup import followup_study_create
 from tests.annotation.work_helpers import enter_and_consent, make_pairs
 from tests.conftest import Cast
 from tests.factories import make_assignment
+from tests.leaderboard.conftest import get_computed
 
 
 @pytest.fixture(autouse=True)
@@ -187,7 +188,9 @@ def test_a_member_creates_the_follow_up_with_the_dashboard_button(
     client: Client, cast: Cast, setup: Setup
 ) -> None:
     client.force_login(cast.researcher)
-    page = client.get(reverse("leaderboard:study_analysis", kwargs={"slug": "main-study"}))
+    page = get_computed(
+        client, reverse("leaderboard:study_analysis", kwargs={"slug": "main-study"})
+    )
     assert b"Create follow-up study" in page.content
     response = client.post(
         post_url(setup.study),

@@ -32,7 +32,7 @@ from leaderboard.report.html import report_to_html
 from leaderboard.report.registry import SECTIONS
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from tests.conftest import Cast
-from tests.leaderboard.conftest import run_import
+from tests.leaderboard.conftest import get_computed, run_import
 from tests.leaderboard.test_report_fast_path import random_study_files
 
 FAST = ReportParams(ci_rounds=20, elo_rounds=5, bt_rounds=5)
@@ -77,7 +77,9 @@ def test_the_page_and_the_standalone_report_show_every_section_with_an_anchor(
     study = Study.objects.get(slug="mt-bench")
     study_member_add(study=study, user=cast.researcher)
     client.force_login(cast.researcher)
-    page = client.get(reverse("leaderboard:study_analysis", args=[study.slug])).content.decode()
+    page = get_computed(
+        client, reverse("leaderboard:study_analysis", args=[study.slug])
+    ).content.decode()
     html = report_to_html(report_from_payload(payload), study=study).decode()
     for part in report_render(report_from_payload(payload)):
         for text in (page, html):

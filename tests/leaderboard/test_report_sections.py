@@ -41,7 +41,7 @@ from leaderboard.stats.ranking import ndcg_at_k
 from leaderboard.stats.ratings import win_rate_matrix
 from tests.conftest import Cast
 from tests.factories import make_assignment
-from tests.leaderboard.conftest import run_import
+from tests.leaderboard.conftest import get_computed, run_import
 
 FAST = ReportParams(ci_rounds=10, elo_rounds=3, bt_rounds=3)
 SYSTEMS = ("s1", "s2", "s3", "s4")
@@ -368,14 +368,16 @@ def test_dashboard_shows_the_new_tables_and_the_heatmap_with_values_in_its_cells
     client: Client, cast: Cast, world: World
 ) -> None:
     client.force_login(cast.researcher)
-    page = client.get(page_url(world.study)).content.decode()
+    page = get_computed(client, page_url(world.study)).content.decode()
     for table in ("length-bias", "rationale", "gold-order-accuracy", "ndcg", "win-rates"):
         assert f'id="table-{table}"' in page
     for plot in ("length-bias", "rationale", "rationale-by-category", "win-rate-judge-x"):
         assert f'id="plot-{plot}"' in page
     report = agreement_report_build(study=world.study, params=ReportParams())
     rates = report["win_rates"]["sources"]["judge x"]
-    svg = client.get(page_url(world.study, "study_analysis_plot", name="win-rate-judge-x"))
+    svg = get_computed(
+        client, page_url(world.study, "study_analysis_plot", name="win-rate-judge-x")
+    )
     assert svg.status_code == 200 and svg["Content-Type"].startswith("image/svg+xml")
     text = svg.content.decode()
     for i, row in enumerate(rates["rates"]):
@@ -388,7 +390,9 @@ def test_length_bias_table_downloads_as_csv_with_the_counts(
     client: Client, cast: Cast, world: World
 ) -> None:
     client.force_login(cast.admin)
-    response = client.get(page_url(world.study, "study_analysis_table", name="length-bias"))
+    response = get_computed(
+        client, page_url(world.study, "study_analysis_table", name="length-bias")
+    )
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     report = agreement_report_build(study=world.study, params=ReportParams())
     by_source = {row["source"]: row for row in rows}
@@ -402,7 +406,7 @@ def test_an_imported_study_without_answer_texts_says_so_on_the_dashboard(
 ) -> None:
     run_import(files)
     client.force_login(cast.admin)
-    page = client.get(page_url(Study.objects.get(slug="mt-bench"))).content.decode()
+    page = get_computed(client, page_url(Study.objects.get(slug="mt-bench"))).content.decode()
     assert "no answer texts" in page
     assert 'id="plot-length-bias"' not in page
     assert 'id="plot-win-rate-human"' in page
@@ -440,13 +444,18 @@ def test_a_tie_at_the_top_of_the_gold_order_gives_no_first_vs_second_pair() -> N
     ]
 
 
-def test_changed_answer_texts_give_a_new_snapshot_with_new_length_numbers(world: World) -> None:
+def test_answer_texts_edited_in_place_give_new_length_numbers_when_a_recompute_is_asked(
+    world: World,
+) -> None:
     first = agreement_report_snapshot(study=world.study, params=FAST)
-    assert agreement_report_snapshot(study=world.study, params=FAST).pk == first.pk
+    assert first.payload is not None and first.payload["length_bias"]["has_answer_texts"] is True
+    assert (
+        agreement_report_snapshot(study=world.study, params=FAST).computed_at == first.computed_at
+    )
     Answer.objects.filter(prompt__study=world.study).update(turns=[])
-    second = agreement_report_snapshot(study=world.study, params=FAST)
-    assert second.pk != first.pk
-    assert first.payload["length_bias"]["has_answer_texts"] is True
+    second = agreement_report_snapshot(study=world.study, params=FAST, recompute=True)
+    assert second.pk == first.pk  # one snapshot per key, recomputed
+    assert second.payload is not None
     assert second.payload["length_bias"]["status"] == "no answer texts"
 
 

@@ -16,6 +16,7 @@ from leaderboard.services.reports import (
     agreement_report_snapshot,
     report_to_csv,
     report_to_json,
+    snapshot_payload_required,
 )
 
 
@@ -44,6 +45,11 @@ class Command(BaseCommand):
         parser.add_argument("--elo-rounds", type=int, default=ReportParams.elo_rounds)
         parser.add_argument("--bt-rounds", type=int, default=ReportParams.bt_rounds)
         parser.add_argument("--ci-rounds", type=int, default=ReportParams.ci_rounds)
+        parser.add_argument(
+            "--recompute",
+            action="store_true",
+            help="compute again even when the stored report is current (rows edited in place)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -66,8 +72,10 @@ class Command(BaseCommand):
             elo_rounds=options["elo_rounds"],
             bt_rounds=options["bt_rounds"],
         )
-        snapshot = agreement_report_snapshot(study=study, filters=filters, params=params)
-        report = snapshot.payload
+        snapshot = agreement_report_snapshot(
+            study=study, filters=filters, params=params, recompute=options["recompute"]
+        )
+        report = snapshot_payload_required(snapshot.payload)
         if options["format"] == "json":
             data = report_to_json(report)
         elif options["format"] == "csv":

@@ -1,4 +1,8 @@
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -185,3 +189,27 @@ def test_win_rate_matrix_counts_a_tie_as_half_a_win() -> None:
     assert dropped.loc["x", "y"] == pytest.approx(0.5)
     assert half.loc["z", "x"] == 1.0
     assert math.isnan(half.loc["y", "z"]) and math.isnan(half.loc["x", "x"])
+
+
+def test_a_new_process_loads_the_elo_kernel_from_numbas_disk_cache(tmp_path: Path) -> None:
+    """The first process on a machine compiles the kernel and stores it; the next loads it."""
+    script = (
+        "import pandas as pd\n"
+        "from leaderboard.stats import ratings\n"
+        "b = pd.DataFrame({'model_a': ['x', 'y'], 'model_b': ['y', 'x'],"
+        " 'winner': ['tie', 'model_a']})\n"
+        "ratings.elo_bootstrap(b, rounds=2)\n"
+        "stats = ratings._elo_draws_compiled.stats\n"
+        "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "PYTHONPATH": os.getcwd()}
+
+    def run() -> list[int]:
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True
+        )
+        return [int(v) for v in out.stdout.split()]
+
+    assert run() == [0, 1]  # compiled, and written to the cache
+    assert run() == [1, 0]  # loaded from it
+    assert any(tmp_path.rglob("*.nbi"))
