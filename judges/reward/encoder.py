@@ -103,11 +103,15 @@ def cache_folder(backbone: str) -> Path:
 
 
 @functools.cache
-def load_encoder(backbone: str = DEFAULT_BACKBONE) -> Any:
-    """The SentenceTransformer for a backbone on the CPU, loaded once per process."""
+def _encoder(backbone: str) -> Any:
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(backbone_path(backbone)), device="cpu")
+
+
+def load_encoder(backbone: str = DEFAULT_BACKBONE) -> Any:
+    """The SentenceTransformer for a backbone on the CPU, loaded once per process."""
+    return _encoder(backbone)
 
 
 def encoder_window(backbone: str = DEFAULT_BACKBONE) -> int:

@@ -33,6 +33,14 @@ NO_HISTOGRAM = (
 )
 
 
+ORDER_INVARIANT_KIND = "pl"
+ORDER_INVARIANT = "order-invariant by construction"
+ORDER_INVARIANT_NOTE = (
+    "A Plackett-Luce reward model scores each answer alone and derives a pair's verdict from the "
+    "two scores, so it has no position bias to measure: its row says so instead of a share."
+)
+
+
 @dataclass(frozen=True)
 class HumanBias:
     histogram: dict[int, int] | None
@@ -46,6 +54,8 @@ class JudgeBias:
     prefers_first: Proportion
     flip_rate: Proportion | None
     calls_with_order: int
+    # A reward model scores each answer alone: its verdict cannot depend on the order shown.
+    order_invariant: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,19 @@ def _judge_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
     )
 
 
+def _order_invariant(bias: JudgeBias, kind: str) -> JudgeBias:
+    """A PL judge's calls are derived from two answer scores: no histogram, no share to show."""
+    if kind != ORDER_INVARIANT_KIND:
+        return bias
+    return JudgeBias(
+        histogram=None,
+        prefers_first=bias.prefers_first,
+        flip_rate=None,
+        calls_with_order=bias.calls_with_order,
+        order_invariant=True,
+    )
+
+
 class PositionBiasSection(Section[PositionBiasResult]):
     key = "position_bias"
     title = "Position bias"
@@ -129,7 +152,10 @@ class PositionBiasSection(Section[PositionBiasResult]):
         return PositionBiasResult(
             human=_human_bias(data.votes.human, confidence),
             judges={
-                s.name: _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence)
+                s.name: _order_invariant(
+                    _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence),
+                    s.judge_kind,
+                )
                 for s in data.votes.sources
             },
         )
@@ -150,6 +176,9 @@ class PositionBiasSection(Section[PositionBiasResult]):
             if source != HUMAN:
                 judge = result.judges[source]
                 first, flips = judge.prefers_first, judge.flip_rate
+                if judge.order_invariant:
+                    rows.append((source, ORDER_INVARIANT, None, None, None, None, None))
+                    continue
             assert first is not None
             rows.append(
                 (
@@ -180,7 +209,16 @@ class PositionBiasSection(Section[PositionBiasResult]):
                     "pairs in both orders",
                 ),
                 tuple(self._rows(result, context)),
-                note="" if any(histograms) else NO_HISTOGRAM,
+                note=" ".join(
+                    part
+                    for part in (
+                        "" if any(histograms) else NO_HISTOGRAM,
+                        ORDER_INVARIANT_NOTE
+                        if any(j.order_invariant for j in result.judges.values())
+                        else "",
+                    )
+                    if part
+                ),
             )
         ]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from leaderboard.report import (
+    advisorqa,
     agreement,
     consistency,
     gold,
@@ -29,6 +30,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     length_bias.SECTION,
     rationale.SECTION,
     gold_order.SECTION,
+    advisorqa.SECTION,
     win_rates.SECTION,
     consistency.SECTION,
 )

@@ -1,0 +1,78 @@
+"""The PL judge in the study's report: AdvisorQA's Table 3 and the position-bias section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judges.models import Judge
+from judges.reward.scoring import pl_run_execute
+from judges.reward.services import TrainingRequest, pl_training_execute, pl_training_start
+from judges.services.calls import judge_call_execute
+from judges.services.judges import judge_create
+from judges.services.runs import judge_run_start
+from leaderboard.report.base import RenderContext
+from leaderboard.report.position_bias import ORDER_INVARIANT
+from leaderboard.report.registry import section_get
+from leaderboard.selectors import VoteFilters
+from leaderboard.services.reports import ReportParams, _votes_and_extras_get, report_data
+from tests.conftest import Cast
+from tests.judges.reward.conftest import ranked_study
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_report_ranks_answers_by_every_source_and_calls_the_pl_judge_order_invariant(
+    cast: Cast, reward_dirs: Path
+) -> None:
+    ranked_study(cast.study, prompts=4, human=True)
+    request = TrainingRequest(name="pl-report", epochs=10, hidden=32, batch_size=8, seed=3)
+    training = pl_training_start(study=cast.study, user=cast.researcher, request=request)
+    assert pl_training_execute(training_id=training.pk) == "done"
+    training.refresh_from_db()
+    assert training.judge is not None
+    pl_run = judge_run_start(judge=training.judge, study=cast.study, user=cast.researcher)
+    assert pl_run_execute(run_id=pl_run.pk) == "done"
+    longer = judge_create(name="longer", kind=Judge.Kind.LONGER)
+    run = judge_run_start(judge=longer, study=cast.study, user=cast.researcher)
+    for call in run.calls.all():
+        judge_call_execute(call_id=call.pk)
+
+    # The two sections alone (the whole report compiles the Elo kernel first: minutes here).
+    votes, extras = _votes_and_extras_get(study=cast.study, filters=VoteFilters())
+    data = report_data(votes=votes, extras=extras, params=ReportParams())
+    payload: dict[str, Any] = {}
+    for key in ("advisorqa_table3", "position_bias"):
+        section = section_get(key)
+        payload.update(section.dump(section.compute(data)))
+    table = payload["advisorqa_table3"]
+    assert table["lists"] == 4
+    rows: dict[str, list[dict[str, Any]]] = {row["ranking"]: [] for row in table["rows"]}
+    for row in table["rows"]:
+        rows[row["ranking"]].append(row)
+    assert [r["source"] for r in rows["scores"]] == [
+        next(r["source"] for r in rows["scores"] if "pl-report" in r["source"])
+    ]
+    assert "PL listwise K=all" in rows["scores"][0]["source"]
+    people = next(r for r in rows["wins"] if r["source"] == "people")
+    assert (people["first_vs_second"], people["first_vs_last"]) == (1.0, 1.0)
+    # The longer-answer judge and the longer-answer ranker agree: ranks follow length here.
+    judge = next(r for r in rows["wins"] if r["source"].startswith("longer"))
+    assert judge["first_vs_last"] == rows["length"][0]["first_vs_last"]
+
+    section = section_get("position_bias")
+    result = section.load(payload)
+    pl_source = next(name for name in result.judges if "pl-report" in name)
+    assert result.judges[pl_source].order_invariant
+    assert result.judges[pl_source].histogram is None
+    context_rows = section.tables(result, _context(payload))[0]
+    pl_row = next(r for r in context_rows.rows if r[0] == pl_source)
+    assert pl_row[1] == ORDER_INVARIANT
+    assert "no position bias to measure" in context_rows.note
+
+
+def _context(payload: dict[str, Any]) -> RenderContext:
+    judges = [name for name in payload["position_bias"] if name != "human"]
+    return RenderContext(sources=("human", *sorted(judges)), definition="")
