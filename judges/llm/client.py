@@ -29,12 +29,25 @@ class UnsafeBaseURL(ValueError):
 
 
 class JudgeCallError(Exception):
-    """A call that did not produce a reply. `transient` errors may be retried."""
+    """A call that did not produce a reply. `transient` errors may be retried.
 
-    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None):
+    `maybe_paid` is set when the request reached the API and the reply was lost on the way back
+    (a timeout after sending, a connection dropped mid-reply): the API may have generated, and
+    billed, a reply that nobody recorded.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        transient: bool,
+        retry_after: float | None = None,
+        maybe_paid: bool = False,
+    ):
         super().__init__(message)
         self.transient = transient
         self.retry_after = retry_after
+        self.maybe_paid = maybe_paid
 
 
 @dataclass(frozen=True)
@@ -95,10 +108,16 @@ def _retry_after(response: Any) -> float | None:
 
 def error_classify(exc: Exception) -> JudgeCallError:
     """Sort an exception from the openai package into transient or permanent."""
+    # A request that never connected cannot have been paid; any other lost reply may have been.
+    never_sent = isinstance(exc.__cause__, httpx2.ConnectError | httpx2.ConnectTimeout)
     if isinstance(exc, openai.APITimeoutError):
-        return JudgeCallError("timeout: the API did not answer in time", transient=True)
+        return JudgeCallError(
+            "timeout: the API did not answer within the request's deadline",
+            transient=True,
+            maybe_paid=not never_sent,
+        )
     if isinstance(exc, openai.APIConnectionError):
-        return JudgeCallError(f"connection error: {exc}", transient=True)
+        return JudgeCallError(f"connection error: {exc}", transient=True, maybe_paid=not never_sent)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retry_after = _retry_after(exc.response)

@@ -259,6 +259,16 @@ def _mine(call: JudgeCall, token: str) -> Any:
     return JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.RUNNING, lease_token=token)
 
 
+def _exposure_add(call: JudgeCall, token: str) -> None:
+    """Count one request of this attempt as possibly paid without its reply being recorded."""
+    estimate = call_cost_estimate(judge=call.run.judge, request=call_request(call=call))
+    with transaction.atomic():
+        if _mine(call, token).update(unrecorded_requests=F("unrecorded_requests") + 1) == 1:
+            JudgeRun.objects.filter(pk=call.run_id).update(
+                exposure_usd=F("exposure_usd") + estimate
+            )
+
+
 def _refusal_parse_error(reply: ChatReply) -> str:
     reason = reply.refusal_reason or "the API reported a content refusal"
     return f"refusal: {reason}"
@@ -472,8 +482,15 @@ def _fail_unclaimed(call: JudgeCall, request: dict[str, Any], message: str) -> C
 def _record_error(
     call: JudgeCall, token: str, attempt: int, exc: JudgeCallError, until: float
 ) -> CallOutcome:
-    """Put a transient failure back to pending, not before its retry time, or record it failed."""
+    """Put a transient failure back to pending, not before its retry time, or record it failed.
+
+    A request that may have been paid without a reply (a timeout after sending) is counted on
+    the call and its estimated price on the run, as the reconciler does for a dead worker's.
+    """
     message = f"attempt {attempt}: {exc}"
+    if exc.maybe_paid:
+        message += " (the request may have been paid)"
+        db_retry(lambda: _exposure_add(call, token), until=until)
     if exc.transient and attempt < settings.CONCORD_JUDGE_MAX_ATTEMPTS:
         delay = backoff_seconds(attempt=attempt, retry_after=exc.retry_after)
         not_before = timezone.now() + timedelta(seconds=delay)

@@ -224,7 +224,7 @@ def judge_calls_reconcile() -> int:
             logger.warning("could not release the reconciler's lock", exc_info=True)
 
 
-def _leases_expired(now: datetime) -> int:
+def _leases_expired(now: datetime) -> list[int]:
     """Take back running calls past their lease, counting their requests as possibly paid."""
     limit = settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4
     with transaction.atomic():
@@ -235,7 +235,7 @@ def _leases_expired(now: datetime) -> int:
             .order_by("pk")[:limit]
         )
         if not expired:
-            return 0
+            return []
         exposure: dict[int, Decimal] = defaultdict(Decimal)
         paid_ids, free_ids = [], []
         for call in expired:
@@ -250,9 +250,12 @@ def _leases_expired(now: datetime) -> int:
             f"the lease ran out at {now:%Y-%m-%d %H:%M:%S} UTC with no reply recorded (its "
             "worker died or lost its database); sent again"
         )
+        # Their messages died with the worker (Redis hands them out again only after the
+        # visibility timeout), so they are sent again at once, whatever waits in the queue.
         reset = {
             "status": JudgeCall.Status.PENDING,
-            "lease_expires_at": None,
+            "lease_expires_at": now
+            + timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS),
             "lease_token": "",
             "error": message,
         }
@@ -266,13 +269,13 @@ def _leases_expired(now: datetime) -> int:
         for run_id, amount in exposure.items():
             JudgeRun.objects.filter(pk=run_id).update(exposure_usd=F("exposure_usd") + amount)
     logger.warning("reconciler took back %d calls whose lease ran out", len(expired))
-    return len(expired)
+    return [call.pk for call in expired]
 
 
 def _reconcile() -> int:
     now = timezone.now()
     grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
-    _leases_expired(now)
+    taken_back = _leases_expired(now)
     waiting = queue_length(Queue.LLM_JUDGE)
     if waiting:
         logger.info(
@@ -297,15 +300,15 @@ def _reconcile() -> int:
                 .values_list("pk", flat=True)[: settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4]
             )
             JudgeCall.objects.filter(pk__in=stale).update(lease_expires_at=now + grace)
-    for call_id in stale:
+    for call_id in taken_back + stale:
         task_send(TASK_CALL_EXECUTE, args=[call_id])
     if stale:
-        logger.info("reconciler queued %d calls again", len(stale))
+        logger.info("reconciler queued %d stale calls again", len(stale))
     for run_id in JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).values_list(
         "pk", flat=True
     ):
         run_finish_if_complete(run_id=run_id)
-    return len(stale)
+    return len(taken_back) + len(stale)
 
 
 def _broker_error() -> str:

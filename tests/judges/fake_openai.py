@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import select
+import socket
 import threading
 import time
 from collections import Counter
@@ -205,6 +207,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
         self._send(status, json.dumps(body).encode(), headers)
 
+    def _client_left_within(self, seconds: float) -> bool:
+        """Wait `seconds`; True as soon as the client closes its side (it gave up)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                return True
+        return False
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         length = int(self.headers.get("Content-Length", "0"))
         payload = json.loads(self.rfile.read(length) or b"{}")
@@ -262,8 +273,11 @@ class _Handler(BaseHTTPRequestHandler):
                 state.record(key, 307, call=idempotency, started=started)
                 self._send(307, b"{}", {"Location": fault.location})
                 return
-            if fault.kind == "slow":
-                time.sleep(fault.seconds)
+            if fault.kind == "slow" and self._client_left_within(fault.seconds):
+                # Generated, and billed, though nobody is left to read it.
+                state.record(key, 200, aborted=True, call=idempotency, started=started)
+                self.close_connection = True
+                return
             if fault.kind == "trickle":
                 trickle = fault.seconds
             if fault.kind == "hook" and fault.hook is not None:

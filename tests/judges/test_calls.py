@@ -500,7 +500,10 @@ def test_a_slow_reply_past_the_timeout_is_transient(cast, fake, api_key, setting
     outcome = judge_call_execute(call_id=call.pk)
     call.refresh_from_db()
     assert outcome.status == "pending" and outcome.retry_in is not None
-    assert "timeout" in call.error
+    assert "timeout" in call.error and "may have been paid" in call.error
+    # The API may have generated (and billed) the reply the client stopped waiting for.
+    run.refresh_from_db()
+    assert call.unrecorded_requests == 1 and run.exposure_usd > 0
 
 
 def test_a_server_that_refuses_connections_is_transient(cast, fake, api_key):
@@ -512,3 +515,5 @@ def test_a_server_that_refuses_connections_is_transient(cast, fake, api_key):
     call.refresh_from_db()
     assert outcome.status == "pending" and call.status == JudgeCall.Status.PENDING
     assert "connection error" in call.error
+    # Nothing reached the API, so nothing may have been paid.
+    assert call.unrecorded_requests == 0
