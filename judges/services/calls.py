@@ -360,6 +360,14 @@ def _call_load(call_id: int) -> JudgeCall | None:
     )
 
 
+def _due_in(call: JudgeCall, seconds: float) -> None:
+    """Tell the reconciler that this pending call's message comes back in `seconds` (a retry)."""
+    grace = settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS
+    JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.PENDING).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=seconds + grace)
+    )
+
+
 def _not_due(call: JudgeCall, now: datetime) -> CallOutcome | None:
     """An outcome for a message that came before the call's retry time, or None if it is due.
 
@@ -429,6 +437,7 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
             max_wait=settings.CONCORD_JUDGE_LEASE_SECONDS,
         )
     except RateLimitTimeout as exc:
+        _due_in(call, exc.waited)
         return CallOutcome("pending", retry_in=exc.waited, detail=str(exc))
     except redis.RedisError as exc:
         reason = (
@@ -437,6 +446,7 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
         )
         run_stall_note(run_id=run.pk, reason=reason)
         delay = backoff_seconds(attempt=3, retry_after=None)
+        _due_in(call, delay)
         return CallOutcome("pending", retry_in=delay, detail=reason)
     claimed_at = time.monotonic()
     # Every write after the claim must land before the lease runs out and the reconciler hands

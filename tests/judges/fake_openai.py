@@ -195,13 +195,17 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            # The client is gone (killed, or past its deadline); the reply was made all the same.
+            self.close_connection = True
 
     def _error(self, status: int, message: str, kind: str, headers: dict[str, str] | None = None):
         body = {"error": {"message": message, "type": kind, "param": None, "code": None}}

@@ -65,9 +65,16 @@ def process_env(*, broker_url: str | None = None, **extra: str) -> dict[str, str
 class WorkerProcess:
     process: subprocess.Popen[bytes]
     log: Path
+    concurrency: int = 1
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def ready(self) -> bool:
+        return " ready." in self.text()
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        wait_for(self.ready, timeout, lambda: self.text()[-3000:])
 
     def kill(self) -> None:
         """SIGKILL the worker and everything it started, as an OOM killer or a crash would."""
@@ -94,8 +101,9 @@ def worker_start(
     concurrency: int = 1,
     env: dict[str, str] | None = None,
     queues: str = "llm_judge,judge_reconcile",
+    wait: bool = True,
 ) -> WorkerProcess:
-    """Start `celery -A config worker -Q <queues>` and wait until it says it is ready."""
+    """Start `celery -A config worker -Q <queues>` and (unless told not to) wait until ready."""
     log = tmp_path / f"{name}.log"
     command = [
         sys.executable,
@@ -126,8 +134,9 @@ def worker_start(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    worker = WorkerProcess(process=process, log=log)
-    wait_for(lambda: " ready." in worker.text(), 40, lambda: worker.text()[-3000:])
+    worker = WorkerProcess(process=process, log=log, concurrency=concurrency)
+    if wait:
+        worker.wait_ready()
     return worker
 
 

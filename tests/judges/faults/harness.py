@@ -1,0 +1,301 @@
+"""The fault suite's machinery: its own Redis, real workers and beat, and the counts it checks.
+
+Everything here is real except the LLM API: a private redis-server (broker and rate limiter) on
+a free port, `celery worker` and `celery beat` processes on the test database, PostgreSQL, and
+the fake OpenAI server, which here ignores Idempotency-Key as OpenAI does, so a request sent
+twice is generated, and paid, twice.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import connection
+from django.db.models import Count, Sum
+
+from judges.models import JudgeCall, JudgeRun
+from tests.judges.fake_openai import FakeOpenAI, Record
+from tests.judges.integration import (
+    ROOT,
+    PrivateRedis,
+    WorkerProcess,
+    process_env,
+    wait_for,
+    worker_start,
+)
+
+# Short leases, deadlines and grace times: lost work comes back in seconds, and a scenario of
+# 300 calls ends in well under a minute on two cores.
+SUITE_ENV = {
+    "CONCORD_JUDGE_LEASE_SECONDS": "6",
+    "CONCORD_JUDGE_TIMEOUT_SECONDS": "2",
+    "CONCORD_JUDGE_PENDING_GRACE_SECONDS": "3",
+    "CONCORD_JUDGE_BACKOFF_BASE_SECONDS": "0.2",
+    "CONCORD_JUDGE_RECONCILE_SECONDS": "1",
+    "CONCORD_JUDGE_RATE_WINDOW_SECONDS": "4",
+    "CONCORD_JUDGE_MAX_ATTEMPTS": "10",
+    "CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS": "0.5",
+    "LOG_LEVEL": "WARNING",
+}
+DEADLINE = float(SUITE_ENV["CONCORD_JUDGE_TIMEOUT_SECONDS"])
+# How far past its deadline the server may still see a request end: the client's close reaches
+# the server's next read or write (0.05 s polls) a moment later, on a loaded machine.
+DEADLINE_SLACK = 0.5
+TERMINAL = {
+    JudgeRun.Status.DONE,
+    JudgeRun.Status.CANCELLED,
+    JudgeRun.Status.BUDGET_REACHED,
+    JudgeRun.Status.FAILED,
+}
+
+
+@dataclass
+class Cluster:
+    """The suite's Redis, its always-on workers and beat, and any extra workers a scenario adds."""
+
+    tmp: Path
+    redis: PrivateRedis
+    workers: list[WorkerProcess] = field(default_factory=list)
+    beat: subprocess.Popen[bytes] | None = None
+    count: int = 0
+
+    @property
+    def broker_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis.port}/0"
+
+    @property
+    def limiter_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis.port}/1"
+
+    def env(self) -> dict[str, str]:
+        return SUITE_ENV | {"REDIS_URL": self.limiter_url}
+
+    def worker(self, *, concurrency: int = 4, wait: bool = True) -> WorkerProcess:
+        self.count += 1
+        worker = worker_start(
+            self.tmp,
+            f"fw{self.count}",
+            broker_url=self.broker_url,
+            pool="threads",
+            concurrency=concurrency,
+            env=self.env(),
+            wait=wait,
+        )
+        self.workers.append(worker)
+        return worker
+
+    def alive(self) -> list[WorkerProcess]:
+        return [worker for worker in self.workers if worker.process.poll() is None]
+
+    def threads(self) -> int:
+        """Worker threads alive now: the most calls that can be in flight at once."""
+        return sum(worker.concurrency for worker in self.alive())
+
+    def beat_start(self) -> None:
+        log = (self.tmp / "beat.log").open("wb")
+        self.beat = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                f"--schedule={self.tmp / 'beat-schedule'}",
+                "--loglevel=WARNING",
+            ],
+            cwd=ROOT,
+            env=process_env(broker_url=self.broker_url, **self.env()),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        if self.beat is not None and self.beat.poll() is None:
+            self.beat.terminate()
+            self.beat.wait(timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(worker.text()[-1500:] for worker in self.workers[-3:])
+
+
+def terminate_backends() -> int:
+    """`pg_terminate_backend` on every other connection to the test database (the workers')."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def run_status(run: JudgeRun) -> str:
+    return JudgeRun.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def calls_by_status(run: JudgeRun) -> Counter[str]:
+    return Counter(JudgeCall.objects.filter(run=run).values_list("status", flat=True))
+
+
+def wait_terminal(run: JudgeRun, cluster: Cluster, timeout: float = 240) -> None:
+    wait_for(
+        lambda: run_status(run) in TERMINAL,
+        timeout,
+        lambda: f"run {run_status(run)}, calls {dict(calls_by_status(run))}\n{cluster.logs()}",
+        every=0.5,
+    )
+
+
+def requests_started(fake: FakeOpenAI) -> int:
+    return len(fake.snapshot())
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What one scenario measured, from the call rows and the fake server's log."""
+
+    scenario: str
+    calls: int
+    done: int
+    failed: int
+    pending: int
+    requests: int
+    paid: int
+    lost: int
+    duplicated: int
+    paid_twice: int
+    ledger: int
+    ledger_unmatched: int
+    early: int
+    overlong: int
+    run_status: str
+    seconds: float
+
+    HEADER = (
+        "scenario",
+        "calls",
+        "done",
+        "failed",
+        "pending",
+        "requests",
+        "paid",
+        "lost",
+        "dup",
+        "paid 2x",
+        "ledger",
+        "early",
+        "overlong",
+        "run",
+        "s",
+    )
+
+    def row(self) -> tuple[str, ...]:
+        return (
+            self.scenario,
+            str(self.calls),
+            str(self.done),
+            str(self.failed),
+            str(self.pending),
+            str(self.requests),
+            str(self.paid),
+            str(self.lost),
+            str(self.duplicated),
+            str(self.paid_twice),
+            str(self.ledger),
+            str(self.early),
+            str(self.overlong),
+            self.run_status,
+            f"{self.seconds:.0f}",
+        )
+
+
+def _early(records: list[Record]) -> int:
+    """Requests that reached the server before the Retry-After of the 429 before them."""
+    by_key: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_key[record.key].append(record)
+    early = 0
+    for entries in by_key.values():
+        entries.sort(key=lambda record: record.started)
+        for before, after in zip(entries, entries[1:], strict=False):
+            due = before.at + (before.retry_after or 0) if before.status == 429 else 0
+            if after.started < due:
+                early += 1
+    return early
+
+
+def measure(scenario: str, runs: list[JudgeRun], fake: FakeOpenAI, started: float) -> Counts:
+    """Count a scenario's outcome: every key is one (pair, order), whose call is one row."""
+    records = fake.snapshot()
+    generated = Counter(record.key for record in records if record.generated)
+    calls = list(JudgeCall.objects.filter(run__in=runs).select_related("pair__prompt"))
+    keys = {call.pk: f"{call.pair.prompt.external_id}:{call.order}" for call in calls}
+    statuses = Counter(call.status for call in calls)
+    expected = sum(run.pairs.count() * 2 for run in runs)
+    duplicated = sum(
+        row["n"] - 1
+        for row in JudgeCall.objects.filter(run__in=runs)
+        .values("run_id", "pair_id", "order")
+        .annotate(n=Count("pk"))
+        if row["n"] > 1
+    )
+    # Lost: a call row missing, or a call recorded done whose reply the server never made.
+    lost = (
+        expected
+        - len(calls)
+        + sum(1 for call in calls if call.status == "done" and not generated[keys[call.pk]])
+    )
+    paid_twice = sum(max(0, count - 1) for count in generated.values())
+    ledger = JudgeCall.objects.filter(run__in=runs).aggregate(n=Sum("unrecorded_requests"))["n"]
+    # A call paid more often than once plus what its ledger says: an unrecorded payment.
+    ledger_unmatched = sum(
+        max(0, generated[keys[call.pk]] - 1 - call.unrecorded_requests) for call in calls
+    )
+    overlong = sum(
+        1 for record in records if record.at - record.started > DEADLINE + DEADLINE_SLACK
+    )
+    statuses_runs = {run_status(run) for run in runs}
+    return Counts(
+        scenario=scenario,
+        calls=len(calls),
+        done=statuses["done"],
+        failed=statuses["failed"],
+        pending=statuses["pending"] + statuses["running"],
+        requests=len(records),
+        paid=sum(generated.values()),
+        lost=lost,
+        duplicated=duplicated,
+        paid_twice=paid_twice,
+        ledger=ledger or 0,
+        ledger_unmatched=ledger_unmatched,
+        early=_early(records),
+        overlong=overlong,
+        run_status="/".join(sorted(statuses_runs)),
+        seconds=time.monotonic() - started,
+    )
+
+
+RESULTS: list[Counts] = []
+
+
+def table(rows: list[Counts]) -> str:
+    lines = [Counts.HEADER] + [row.row() for row in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(Counts.HEADER))]
+    out = []
+    for index, line in enumerate(lines):
+        out.append(" | ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
+        if index == 0:
+            out.append("-+-".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
+def settle(seconds: float) -> None:
+    time.sleep(seconds)

@@ -1,0 +1,246 @@
+"""Judge runs under faults, each on 300 calls, each counted and checked.
+
+Real Celery workers (threads), beat, a private Redis, PostgreSQL and the fake OpenAI server,
+which ignores Idempotency-Key as OpenAI does: a request sent twice is generated and paid twice.
+Every scenario asserts: no call lost, none duplicated, every run terminal, no request before
+its Retry-After time, none longer than its deadline, and every reply paid more than once is on
+the run's ledger ("possibly charged twice"); the scenarios without a kill, a dropped connection
+or a timeout pay nothing twice at all. The counts of each scenario are printed, and the table
+of all of them closes the test session.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+from django.urls import reverse
+
+from judges.models import JudgeCall, JudgeRun
+from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
+from tests.conftest import PASSWORD
+from tests.judges.conftest import make_llm_judge, make_marked_pairs, pair_key
+from tests.judges.fake_openai import Fault
+from tests.judges.faults.harness import (
+    RESULTS,
+    TERMINAL,
+    Counts,
+    calls_by_status,
+    measure,
+    requests_started,
+    run_status,
+    table,
+    terminate_backends,
+    wait_terminal,
+)
+from tests.judges.integration import wait_for
+
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
+
+PAIRS = 150  # both orders: 300 calls a scenario
+
+
+def start(cast, fake, **judge_options):
+    pairs = make_marked_pairs(cast.study, PAIRS)
+    budget = judge_options.pop("budget_usd", None)
+    judge = make_llm_judge(fake, **judge_options)
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher, budget_usd=budget)
+    return run, pairs
+
+
+def check(name: str, runs, fake, started: float, *, may_pay_twice: bool = False) -> Counts:
+    counts = measure(name, runs, fake, started)
+    RESULTS.append(counts)
+    print(table([counts]))
+    assert counts.calls == 2 * PAIRS
+    assert counts.lost == 0
+    assert counts.duplicated == 0
+    assert all(run_status(run) in TERMINAL for run in runs)
+    assert counts.early == 0, "a request came before its Retry-After time"
+    assert counts.overlong == 0, "a request outlived its deadline"
+    assert counts.ledger_unmatched == 0, "a reply was paid twice without the ledger saying so"
+    if not may_pay_twice:
+        assert counts.paid_twice == 0 and counts.ledger == 0
+    return counts
+
+
+def test_a_clean_run_pays_each_call_exactly_once(suite, paid_fake, cast):
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    wait_terminal(run, suite)
+    counts = check("clean", [run], paid_fake, started)
+    assert counts.done == counts.paid == counts.requests == 300
+    assert run_status(run) == "done"
+
+
+def test_workers_killed_ten_times_lose_nothing_and_the_ledger_holds_every_double_payment(
+    suite, paid_fake, cast
+):
+    rng = random.Random(15)
+    paid_fake.delay = 1.0  # requests are in flight most of the time
+    suite.worker(wait=False)
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    kills = 0
+    while kills < 10 and run_status(run) not in TERMINAL:
+        time.sleep(rng.uniform(0.3, 1.5))
+        # Any worker that is up, at a random moment; its replacement starts at once.
+        ready = [worker for worker in suite.alive() if worker.ready()]
+        if len(ready) < 2:
+            continue
+        rng.choice(ready).kill()
+        kills += 1
+        suite.worker(wait=False)
+    wait_terminal(run, suite)
+    counts = check("SIGKILL x10", [run], paid_fake, started, may_pay_twice=True)
+    assert kills == 10
+    assert counts.done == 300
+    # Each killed worker had at most 4 requests in flight; the ledger counts each of them
+    # (one killed before its request left is counted but was not paid twice).
+    assert counts.paid_twice <= counts.ledger <= counts.paid_twice + 4 * kills
+    for worker in suite.alive():
+        worker.wait_ready()
+
+
+def test_a_redis_shutdown_nosave_and_restart_loses_nothing_and_the_page_says_so(
+    suite, paid_fake, cast, client
+):
+    paid_fake.delay = 0.05
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    wait_for(lambda: requests_started(paid_fake) >= 80, 120, suite.logs)
+    suite.redis.shutdown()
+    assert client.login(username=cast.researcher.username, password=PASSWORD)
+    page = reverse("judges:run_detail", args=[cast.study.slug, run.pk])
+    wait_for(lambda: "Broker unreachable since" in client.get(page).content.decode(), 30)
+    time.sleep(2)
+    suite.redis.start()
+    wait_terminal(run, suite)
+    counts = check("Redis SHUTDOWN NOSAVE", [run], paid_fake, started)
+    assert counts.done == 300
+    assert "Broker unreachable since" not in client.get(page).content.decode()
+
+
+def test_terminated_database_connections_lose_no_paid_reply(suite, paid_fake, cast):
+    rng = random.Random(8)
+    paid_fake.delay = 0.1
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    rounds = terminated = 0
+    while rounds < 8 and run_status(run) not in TERMINAL:
+        time.sleep(rng.uniform(0.3, 1.0))
+        killed = terminate_backends()
+        if killed:
+            rounds += 1
+            terminated += killed
+    wait_terminal(run, suite)
+    counts = check(
+        f"pg_terminate_backend x{rounds} ({terminated} conns)",
+        [run],
+        paid_fake,
+        started,
+        may_pay_twice=True,
+    )
+    assert rounds == 8
+    assert counts.done == 300
+
+
+def test_429s_with_retry_after_are_never_retried_early(suite, paid_fake, cast):
+    for seconds in (0.5, 1.0, 2.0):
+        paid_fake.inject(Fault("429", retry_after=seconds, times=80))
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    wait_terminal(run, suite)
+    counts = check("429 with Retry-After", [run], paid_fake, started)
+    assert counts.done == 300 and counts.requests == 300 + 240
+
+
+def test_bursts_of_5xx_are_retried_until_every_call_is_done(suite, paid_fake, cast):
+    paid_fake.inject(Fault("500", times=60))
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    for burst_at in (100, 200):
+
+        def reached(count: int = burst_at) -> bool:
+            return requests_started(paid_fake) >= count
+
+        wait_for(reached, 120, suite.logs)
+        paid_fake.inject(Fault("500", times=60))
+    wait_terminal(run, suite)
+    counts = check("5xx bursts", [run], paid_fake, started)
+    assert counts.done == 300 and counts.requests == 300 + 180
+
+
+def test_timeouts_and_trickled_replies_end_at_the_deadline_and_are_on_the_ledger(
+    suite, paid_fake, cast
+):
+    paid_fake.inject(Fault("slow", seconds=4.0, times=25))
+    paid_fake.inject(Fault("trickle", seconds=5.0, times=25))
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    wait_terminal(run, suite)
+    counts = check("timeouts + trickled", [run], paid_fake, started, may_pay_twice=True)
+    assert counts.done == 300
+    # The API generated (and billed) each reply the client stopped waiting for: 50 paid twice,
+    # each on the ledger, and nothing else.
+    assert counts.paid_twice == counts.ledger == 50
+    aborted = [record for record in paid_fake.snapshot() if record.aborted]
+    assert len(aborted) == 50
+
+
+def test_garbage_and_unparseable_replies_are_retried_or_kept_with_their_error(
+    suite, paid_fake, cast
+):
+    paid_fake.inject(Fault("garbage", times=40))
+    paid_fake.inject(Fault("truncated", times=40))
+    started = time.monotonic()
+    run, pairs = start(cast, paid_fake)
+    for pair in pairs[:20]:
+        paid_fake.replies[pair_key(pair, "ab")] = "likert_prose_only"
+    for pair in pairs[20:30]:
+        paid_fake.replies[pair_key(pair, "ba")] = "content_filter"
+    wait_terminal(run, suite)
+    counts = check("garbage + unparseable", [run], paid_fake, started)
+    assert counts.done == 300 and counts.requests == 300 + 80
+    calls = JudgeCall.objects.filter(run=run)
+    assert calls.filter(parse_error__contains="no score").count() == 20
+    assert calls.filter(refusal=True, parse_error__contains="content filter").count() == 10
+
+
+def test_a_cancelled_run_sends_nothing_until_resumed_and_then_each_call_once(
+    suite, paid_fake, cast
+):
+    paid_fake.delay = 0.05
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    wait_for(lambda: requests_started(paid_fake) >= 100, 120, suite.logs)
+    judge_run_cancel(run=run, user=cast.researcher)
+    wait_for(lambda: calls_by_status(run)["running"] == 0, 30)
+    at_cancel = requests_started(paid_fake)
+    time.sleep(3)  # the reconciler runs three times meanwhile
+    assert requests_started(paid_fake) == at_cancel
+    assert run_status(run) == "cancelled" and calls_by_status(run)["pending"] > 0
+    judge_run_resume(run=run, user=cast.researcher)
+    wait_terminal(run, suite)
+    counts = check("cancel + resume", [run], paid_fake, started)
+    assert counts.done == counts.paid == counts.requests == 300
+
+
+def test_the_budget_cap_stops_the_run_and_counts_every_paid_call(suite, paid_fake, cast):
+    # 31 output tokens at 1000 USD per million: 0.031 USD a call; the cap is 100 calls' worth.
+    per_call = Decimal("0.031")
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake, price_in="0", price_out="1000", budget_usd=per_call * 100)
+    wait_terminal(run, suite)
+    wait_for(lambda: calls_by_status(run)["running"] == 0, 30)
+    counts = check("budget cap", [run], paid_fake, started)
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.BUDGET_REACHED
+    recorded = JudgeCall.objects.filter(run=run).aggregate(total=Sum("cost_usd"))["total"]
+    assert run.spent_usd == recorded
+    # Calls already claimed when the cap was reached still finish: at most one per thread.
+    assert 100 <= counts.done <= 100 + suite.threads()
+    assert counts.paid == counts.done and counts.pending == 300 - counts.done
