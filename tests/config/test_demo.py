@@ -334,3 +334,41 @@ def test_a_second_start_reuses_the_data_and_one_ctrl_c_stops_it(
     finally:
         if again.process.poll() is None:
             demo_stop_command(demo_env)
+
+
+def test_a_second_demo_is_refused_and_a_killed_demo_leaves_nothing_that_demo_stop_misses(
+    demo: RunningDemo, demo_env: dict[str, str]
+) -> None:
+    running = demo_start(demo_env)
+    try:
+        twice = subprocess.run(
+            [sys.executable, "scripts/demo.py", "start", "--port", str(_free_port())],
+            cwd=ROOT,
+            env=demo_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert twice.returncode == 1
+        assert f"already running (process {running.process.pid})" in twice.stdout
+        children = psutil.Process(running.process.pid).children(recursive=True)
+        postmaster = _postmaster_pid(Path(demo_env["CONCORD_VAR_DIR"]))
+        assert postmaster is not None
+        # SIGKILL leaves no chance to clean up: the children go with their parent anyway.
+        running.process.kill()
+        running.process.wait(timeout=30)
+        gone, alive = psutil.wait_procs(children, timeout=60)
+        assert alive == []
+        # PostgreSQL runs on (a next start would reuse it); demo-stop stops it.
+        server = psutil.Process(postmaster)
+        assert server.is_running()
+        stopped = demo_stop_command(demo_env)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert "stopped what a killed one left: PostgreSQL" in stopped.stdout
+        # pg_ctl returns once the server has removed its pid file, just before it exits.
+        gone, alive = psutil.wait_procs([server], timeout=30)
+        assert alive == []
+    finally:
+        if running.process.poll() is None:
+            demo_stop_command(demo_env)
