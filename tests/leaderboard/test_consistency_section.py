@@ -44,6 +44,7 @@ from leaderboard.stats.consistency import score_consistency
 from tests.conftest import Cast
 from tests.judges.reward.conftest import ranked_study
 from tests.judges.reward.test_services import train
+from tests.leaderboard.conftest import get_computed
 
 
 def two_prompts(study: Study) -> tuple[Prompt, Prompt, Answer, Answer]:
@@ -328,7 +329,9 @@ def test_the_report_page_shows_the_consistency_of_people_and_the_items_they_got_
     # Contrast items compare no systems: the other sections never see them.
     assert (payload["counts"]["units"], payload["counts"]["human_votes"]) == (0, 0)
     client.force_login(cast.researcher)
-    page = client.get(reverse("leaderboard:study_analysis", args=[study.slug])).content.decode()
+    # The page queues the report for the analysis worker; get_computed plays the worker.
+    analysis = reverse("leaderboard:study_analysis", args=[study.slug])
+    page = get_computed(client, analysis).content.decode()
     assert 'id="consistency"' in page
     assert "Contrast items answered wrongly" in page
     assert "How to bake cake?" in page and "How to bake &lt;bread&gt;?" in page
