@@ -30,7 +30,7 @@ from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data
 from judges.reward.encoder import DEFAULT_BACKBONE, BackboneNotFound, backbone_path
 from judges.reward.losses import RECIPES, parse_k
-from judges.services.queueing import broker_check, task_send
+from judges.services.queueing import BrokerUnavailable, broker_check, task_send
 from judges.services.runs import _check_may_run
 
 logger = logging.getLogger(__name__)
@@ -65,6 +65,8 @@ class TrainingRequest:
     batch_size: int = 64
     holdout: float = 0.2
     seed: int | None = None
+    # Start a run of the new judge over the study's pairs once it is registered.
+    run_after: bool = False
 
     def params(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class TrainingRequest:
             "hidden": self.hidden,
             "batch_size": self.batch_size,
             "holdout": self.holdout,
+            "run_after": self.run_after,
         }
 
 
@@ -270,7 +273,19 @@ def pl_training_execute(*, training_id: int) -> str:
         logger.exception("PL training %s failed", training.pk)
         _folder_drop(folder)
         return _fail(training, f"{type(exc).__name__}: {exc}")
+    if training.params.get("run_after") and training.created_by is not None:
+        _run_after(training, judge)
     return "done"
+
+
+def _run_after(training: PLTraining, judge: Judge) -> None:
+    """Start a run of the new judge on the training's study (the demo's train-and-run)."""
+    from judges.reward.scoring import pl_run_start
+
+    try:
+        pl_run_start(judge=judge, study=training.study, user=training.created_by)  # type: ignore[arg-type]
+    except (ValidationError, BrokerUnavailable) as exc:
+        logger.warning("PL training %s: the run after it did not start: %s", training.pk, exc)
 
 
 def _folder_drop(folder: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from annotation.services.demo import demo_setup
+from judges.reward.demo import demo_pl_model_queue
 from judges.services.demo import demo_judges_ensure
 from judges.services.judges import judge_readiness
 
@@ -55,6 +56,7 @@ class Command(BaseCommand):
         self.stdout.write("Judges:")
         for judge in judges:
             self.stdout.write(f"  {judge.name!r}: {judge_readiness(judge=judge) or 'ready'}")
+        self.stdout.write(f"  {demo_pl_model_queue(study=setup.study)}")
         keys = sorted({judge.api_key_env for judge in judges if judge.api_key_env})
         if keys:
             self.stdout.write(
