@@ -197,13 +197,15 @@ PROLIFIC_PARAMETERS = (
 )
 
 
-def prolific_entry_url(*, study_url: str) -> str:
+def prolific_entry_url(*, study_url: str, signature: str = "") -> str:
     """The study URL to paste into Prolific, with Prolific's own placeholders appended.
 
     `study_url` is the absolute URL of the study's Prolific entry page; Prolific replaces each
-    `{{%NAME%}}` with the participant's id, its study id and the session id.
+    `{{%NAME%}}` with the participant's id, its study id and the session id. A study that
+    requires a signed link gets its `sig` too.
     """
-    return f"{study_url}?{PROLIFIC_PARAMETERS}"
+    url = f"{study_url}?{PROLIFIC_PARAMETERS}"
+    return f"{url}&sig={signature}" if signature else url
 
 
 def study_preview_pair(*, study: Study) -> Pair | None:

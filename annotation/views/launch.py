@@ -21,6 +21,7 @@ from annotation.selectors.checklist import (
     study_preview_pair,
 )
 from annotation.selectors.work import Progress, work_item_build
+from annotation.services.entry import entry_link_signature
 from annotation.services.errors import JudgmentInvalid
 from annotation.services.judgments import judgment_preview_check
 from annotation.services.studies import StudyLaunchBlocked, study_launch, study_preview_mark
@@ -31,7 +32,8 @@ from annotation.views.work import AXIS_CHOICES, LIKERT_CHOICES, parse_judgment_p
 
 def entry_link(request: HttpRequest, study: Study) -> str:
     path = reverse("work:enter", args=[study.slug, "prolific"])
-    return prolific_entry_url(study_url=request.build_absolute_uri(path))
+    signature = entry_link_signature(study=study) if study.entry_link_required else ""
+    return prolific_entry_url(study_url=request.build_absolute_uri(path), signature=signature)
 
 
 class StudyChecklistView(ResearcherRequiredMixin, View):

@@ -303,6 +303,27 @@ def test_launch_makes_the_study_live_and_shows_the_prolific_entry_link(cast: Cas
     assert f'value="{link}"' in body
 
 
+def test_the_entry_link_of_a_study_that_requires_signing_carries_its_signature_and_admits(
+    cast: Cast,
+) -> None:
+    study = ready_study(cast)
+    Study.objects.filter(pk=study.pk).update(entry_link_required=True)
+    client = client_for(cast.researcher)
+    page = client.post(f"/studies/{study.slug}/launch/", follow=True).content.decode()
+    link = page.split('id="entry-link" value="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    assert "&sig=" in link
+    worker_link = (
+        link.replace("http://testserver", "")
+        .replace("{{%PROLIFIC_PID%}}", "PIDSIGNED")
+        .replace("{{%STUDY_ID%}}", "STUDY1")
+        .replace("{{%SESSION_ID%}}", "SESSIONS1")
+    )
+    arrived = Client().get(worker_link)
+    assert arrived.status_code == 302 and arrived["Location"].endswith("/consent/")
+    unsigned = Client().get(worker_link.split("&sig=", 1)[0])
+    assert unsigned.status_code == 403
+
+
 def test_a_live_study_is_paused_resumed_and_closed_from_its_page(cast: Cast) -> None:
     client = client_for(cast.researcher)
     url = f"/studies/{cast.study.slug}/status/"
