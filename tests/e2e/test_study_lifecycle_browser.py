@@ -245,8 +245,10 @@ def test_a_researcher_runs_a_whole_paid_study_and_a_judge_from_the_browser(
         page.click("#test-connection")
     assert "Connection works: gpt-4-fake" in page.inner_text(".messages")
 
-    broker_purge(settings.CELERY_BROKER_URL)
-    celery = worker_start(tmp_path, "e2e-judge")
+    for queue in ("llm_judge", "analysis"):
+        broker_purge(settings.CELERY_BROKER_URL, queue)
+    # One real worker for the judge's calls and the analysis report.
+    celery = worker_start(tmp_path, "e2e-worker", queues="llm_judge,analysis")
     try:
         page.goto(f"{base}/studies/{slug}/judges/")
         page.select_option("#id_judge", str(judge.pk))
@@ -257,45 +259,47 @@ def test_a_researcher_runs_a_whole_paid_study_and_a_judge_from_the_browser(
         page.wait_for_function(
             "document.getElementById('progress').dataset.status === 'done'", timeout=90_000
         )
+        # Once over, the page asks for progress no more.
+        polls: list[str] = []
+        page.on(
+            "request",
+            lambda request: polls.append(request.url) if "progress" in request.url else None,
+        )
+        page.wait_for_timeout(5_000)  # more than two of its 2-second polling intervals
+        assert polls == []
+        run.refresh_from_db()
+        assert run.status == JudgeRun.Status.DONE
+        assert set(run.calls.values_list("status", flat=True)) == {JudgeCall.Status.DONE}
+        assert run.calls.count() == 24  # 12 pairs in both orders
+        calls_table = page.inner_text("#calls")
+        assert "atlas 1" in calls_table and "borealis 1" in calls_table
+
+        # Download every export format, and check each one reads back.
+        # The analysis worker computes the report; the page reloads itself until it is there.
+        page.goto(f"{base}/studies/{slug}/analysis/")
+        page.wait_for_selector("a[download][href*='report.json']", timeout=240_000)
+        links = page.eval_on_selector_all(
+            "a[download][href*='/analysis/exports/'], a[download][href*='report.json']",
+            "nodes => nodes.map(n => n.getAttribute('href'))",
+        )
+        formats = {href.rsplit(".", 1)[-1].split("?")[0] for href in links}
+        assert formats == {"csv", "jsonl", "parquet", "json"}, links
+        for href in links:
+            with page.expect_download(timeout=60_000) as download_info:
+                page.click(f"a[href='{href}']")
+            data = Path(download_info.value.path()).read_bytes()
+            assert data, href
+            suffix = href.rsplit(".", 1)[-1].split("?")[0]
+            if suffix == "parquet":
+                assert pq.read_table(io.BytesIO(data)).num_rows > 0, href
+            elif suffix == "jsonl":
+                rows = [json.loads(line) for line in data.decode().splitlines()]
+                assert rows, href
+            elif suffix == "json":
+                assert isinstance(json.loads(data), dict)
+            else:
+                assert data.decode().count("\n") >= 2, href
+            assert API_KEY.encode() not in data and judge.api_key_encrypted.encode() not in data
     finally:
         celery.stop()
-    # Once over, the page asks for progress no more.
-    polls: list[str] = []
-    page.on(
-        "request", lambda request: polls.append(request.url) if "progress" in request.url else None
-    )
-    page.wait_for_timeout(5_000)  # more than two of its 2-second polling intervals
-    assert polls == []
-    run.refresh_from_db()
-    assert run.status == JudgeRun.Status.DONE
-    assert set(run.calls.values_list("status", flat=True)) == {JudgeCall.Status.DONE}
-    assert run.calls.count() == 24  # 12 pairs in both orders
-    calls_table = page.inner_text("#calls")
-    assert "atlas 1" in calls_table and "borealis 1" in calls_table
-
-    # Download every export format, and check each one reads back.
-    # The first report of a process compiles its numba kernels: give the page time.
-    page.goto(f"{base}/studies/{slug}/analysis/", timeout=180_000)
-    links = page.eval_on_selector_all(
-        "a[download][href*='/analysis/exports/'], a[download][href*='report.json']",
-        "nodes => nodes.map(n => n.getAttribute('href'))",
-    )
-    formats = {href.rsplit(".", 1)[-1].split("?")[0] for href in links}
-    assert formats == {"csv", "jsonl", "parquet", "json"}, links
-    for href in links:
-        with page.expect_download(timeout=60_000) as download_info:
-            page.click(f"a[href='{href}']")
-        data = Path(download_info.value.path()).read_bytes()
-        assert data, href
-        suffix = href.rsplit(".", 1)[-1].split("?")[0]
-        if suffix == "parquet":
-            assert pq.read_table(io.BytesIO(data)).num_rows > 0, href
-        elif suffix == "jsonl":
-            rows = [json.loads(line) for line in data.decode().splitlines()]
-            assert rows, href
-        elif suffix == "json":
-            assert isinstance(json.loads(data), dict)
-        else:
-            assert data.decode().count("\n") >= 2, href
-        assert API_KEY.encode() not in data and judge.api_key_encrypted.encode() not in data
     context.close()
