@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from annotation.models import EntryLog, Study, Worker
 from annotation.panels import Panel, Participant
 from annotation.roles import Role
 from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotOpen
+from config.clientaddr import client_address
 
 # A session counts as in use while it was seen within this many seconds (or the study's time
 # limit, when longer): a worker who lost their browser can come back after that.
@@ -37,40 +37,6 @@ class Client:
 
     key: str
     session_key: str | None
-
-
-def client_address(meta: Mapping[str, str]) -> str:
-    """Return the client's address from a request's META, honouring trusted proxies only.
-
-    With `CONCORD_TRUSTED_PROXIES` empty (the default) this is REMOTE_ADDR: a client can never
-    choose its own address by sending a header. When REMOTE_ADDR is one of the trusted proxies
-    (addresses or networks), the address is the right-most entry of X-Forwarded-For that is not a
-    trusted proxy itself: each proxy appends the address it saw, so entries left of a trusted
-    proxy's own could be forged by the client and are not read.
-    """
-    remote = str(meta.get("REMOTE_ADDR", "")) or "unknown"
-    networks = _trusted_networks()
-    if not networks or not _in_networks(remote, networks):
-        return remote
-    hops = [hop.strip() for hop in str(meta.get("HTTP_X_FORWARDED_FOR", "")).split(",")]
-    for hop in reversed([hop for hop in hops if hop]):
-        if not _in_networks(hop, networks):
-            return hop
-    return remote
-
-
-def _trusted_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-    return [ipaddress.ip_network(value, strict=False) for value in settings.CONCORD_TRUSTED_PROXIES]
-
-
-def _in_networks(
-    address: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
-) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in networks)
 
 
 def client_make(*, meta: Mapping[str, str], session_key: str | None) -> Client:

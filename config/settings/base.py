@@ -6,6 +6,7 @@ choose defaults (by setting environment variables before importing this module) 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -39,6 +40,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "axes",
     "annotation",
     "judges",
     "leaderboard",
@@ -56,7 +58,23 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out log-in into its 429 response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Password log-ins (/accounts/login/, /admin/login/) are throttled by django-axes (config/auth.py):
+# after AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is
+# refused for AXES_COOLOFF_TIME, even with the right password. Keyed on username and address
+# together, so nobody can lock a researcher out from elsewhere.
+AUTHENTICATION_BACKENDS = [
+    "config.auth.WebLoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT: int = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "config.clientaddr.request_client_address"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
