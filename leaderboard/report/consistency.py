@@ -43,6 +43,7 @@ class ConsistencySection(Section[ConsistencyResult]):
         return consistency_compute(
             pairs=pairs,
             calls=data.votes.calls,
+            human=data.votes.human[["pair_id", "label"]],
             majority=data.majority,
             sources=[SourceInfo(s.name, s.run_id, s.judge_kind) for s in data.votes.sources],
             contrast=inputs.contrast,

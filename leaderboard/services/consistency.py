@@ -25,6 +25,7 @@ import pandas as pd
 
 from annotation.models import ContrastPair, ContrastSet, HumanJudgment, Pair, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from judges.reward.scoring import likert_from_probability, probability_b
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
@@ -40,7 +41,8 @@ from leaderboard.stats.consistency import (
     score_consistency,
     swap_invariance,
 )
-from leaderboard.stats.proportion import Proportion
+from leaderboard.stats.likert import collapse
+from leaderboard.stats.proportion import Proportion, wilson_interval
 
 HUMAN = "human"
 HUMAN_ITEM_COLUMNS = ["pair_id", "label"]
@@ -104,6 +106,10 @@ class ConsistencyRow:
     swap: SwapInvariance | None
     transitivity: Intransitivity | None
     fused: ScoreConsistency | None = None
+    # Score judges: agreement of their verdicts with each person's vote (ties a class), plain
+    # and after RewardFusion.
+    agreement: Proportion | None = None
+    agreement_fused: Proportion | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,10 @@ class ScoreJudgeConsistency:
     fused: ScoreConsistency
     delta: float
     pool: int
+    # Every scored answer's score, plain and fused over the run's other scored answers (for the
+    # agreement with people with and without RewardFusion).
+    answer_scores: Mapping[int, float] = field(default_factory=dict)
+    fused_answer_scores: Mapping[int, float] = field(default_factory=dict)
 
 
 def _answer_text(turns: object) -> str:
@@ -227,10 +237,12 @@ def score_consistency_read(
     For each contrast pair, h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) with the texts
     the PL model scores (all user turns of the prompt, all turns of the answer). RewardFusion's
     retrieval pool is the run's scored answers of the study (each under its own prompt, with its
-    stored score) minus the contrast pairs' own answers, so that no query finds itself; the
-    embedding of an example is that of its "question\n\nanswer" text, with the model's
-    backbone encoder (the default encoder for a Hugging Face checkpoint). Runs whose judge is
-    not a PL model, or whose artifact is missing, are left out.
+    stored score) minus the contrast pairs' own answers, so that no query finds itself; every
+    scored answer is also fused over all the others (itself left out), for the agreement with
+    people with and without fusion. The embedding of an example is that of its
+    "question\n\nanswer" text, with the model's backbone encoder (the default encoder for a
+    Hugging Face checkpoint). Runs whose judge is not a PL model, or whose artifact is missing,
+    are left out.
     """
     from judges.reward.artifacts import ArtifactMissing, artifact_load
     from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
@@ -262,29 +274,39 @@ def score_consistency_read(
         scores = np.asarray(model.score(questions, answers), dtype=np.float64)
         plain = score_consistency(scores.reshape(-1, 2, 2))
         backbone = str(model.metadata.get("backbone") or DEFAULT_BACKBONE)
-        pool = [
-            (f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
-            for q, a, score in AnswerScore.objects.filter(run=run)
-            .exclude(answer_id__in=own)
+        scored = [
+            (answer_id, f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
+            for answer_id, q, a, score in AnswerScore.objects.filter(run=run)
             .order_by("answer_id")
-            .values_list("answer__prompt__turns", "answer__turns", "score")
+            .values_list("answer_id", "answer__prompt__turns", "answer__turns", "score")
         ]
         queries = embed_texts(
             [f"{q}\n\n{a}" for q, a in zip(questions, answers, strict=True)], backbone=backbone
         )
-        pool_vectors = (
-            embed_texts([text for text, _ in pool], backbone=backbone)
-            if pool
+        vectors = (
+            embed_texts([text for _, text, _ in scored], backbone=backbone)
+            if scored
             else np.empty((0, queries.shape[1]))
         )
-        fused = reward_fusion(
-            queries, scores, pool_vectors, [score for _, score in pool], delta=delta
+        all_scores = np.array([score for _, _, score in scored], dtype=np.float64)
+        in_pool = np.array([answer_id not in own for answer_id, _, _ in scored], dtype=bool)
+        pool = int(in_pool.sum())
+        fused = reward_fusion(queries, scores, vectors[in_pool], all_scores[in_pool], delta=delta)
+        answer_ids = [answer_id for answer_id, _, _ in scored]
+        fused_all = (
+            reward_fusion(
+                vectors, all_scores, vectors, all_scores, delta=delta, leave_out_same_index=True
+            ).scores
+            if scored
+            else all_scores
         )
         out[run.pk] = ScoreJudgeConsistency(
             plain=plain,
             fused=score_consistency(fused.scores.reshape(-1, 2, 2)),
             delta=delta,
-            pool=len(pool),
+            pool=pool,
+            answer_scores=dict(zip(answer_ids, all_scores.tolist(), strict=True)),
+            fused_answer_scores=dict(zip(answer_ids, fused_all.tolist(), strict=True)),
         )
     return out
 
@@ -346,6 +368,33 @@ def _pair_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"pair_id": first.index.to_numpy(), "label": label})
 
 
+def score_verdict(score_a: float, score_b: float) -> str:
+    """A score judge's collapsed verdict on a pair: P(B better) = sigmoid(h_B - h_A) on the PL
+    judge's Likert rule (`judges.reward.scoring`), collapsed with ties (1-3 A, 4-5 tie, 6-8 B)."""
+    likert = likert_from_probability(probability_b(score_a, score_b))
+    return str(collapse([likert], ties=True)[0])
+
+
+def _agreement(
+    answer_scores: Mapping[int, float],
+    pairs: pd.DataFrame,
+    human: pd.DataFrame,
+    confidence: float,
+) -> Proportion:
+    """Share of people's votes on pairs with both answers scored that match the score verdict."""
+    verdict: dict[int, str] = {}
+    for pair_id, a, b in pairs[["pair_id", "answer_a", "answer_b"]].itertuples(index=False):
+        if a in answer_scores and b in answer_scores:
+            verdict[int(pair_id)] = score_verdict(answer_scores[a], answer_scores[b])
+    agree = total = 0
+    for pair_id, label in human[["pair_id", "label"]].itertuples(index=False):
+        found = verdict.get(int(pair_id))
+        if found is not None:
+            total += 1
+            agree += found == str(label)
+    return wilson_interval(agree, total, confidence)
+
+
 def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> Intransitivity:
     joined = verdicts.merge(pairs, on="pair_id", how="inner")
     frame = pd.DataFrame(
@@ -376,6 +425,7 @@ def consistency_compute(
     pairs: pd.DataFrame,
     calls: pd.DataFrame,
     majority: pd.Series,
+    human: pd.DataFrame | None = None,
     sources: Sequence[SourceInfo],
     contrast: ContrastInputs,
     scores: Mapping[int, ScoreJudgeConsistency] | None = None,
@@ -385,7 +435,9 @@ def consistency_compute(
 
     pairs: pair_id, prompt_id, turn, answer_a, answer_b; calls: pair_id, run_id, order
     ("ab"/"ba"), label (canonical, one row per done call); majority: the people's majority label
-    per pair_id. C_res comes from the votes on contrast items carried by `contrast`; swap
+    per pair_id; human: pair_id, label (each person's vote on the regular pairs, for a score
+    judge's agreement with people with and without RewardFusion). C_res comes from the votes
+    on contrast items carried by `contrast`; swap
     invariance and transitivity from the other pairs (contrast items in `pairs`, `calls` or
     `majority` are left out). scores: a score judge's C_res and C_ins by run id
     (`score_consistency_read`); such a judge's C_res comes from its four scores, not from its
@@ -436,6 +488,12 @@ def consistency_compute(
                 swap=_swap(on_regular, source, confidence),
                 transitivity=_triples(_pair_verdicts(on_regular), regular, confidence),
                 fused=scored.fused if scored is not None else None,
+                agreement=_agreement(scored.answer_scores, regular, human, confidence)
+                if scored is not None and human is not None
+                else None,
+                agreement_fused=_agreement(scored.fused_answer_scores, regular, human, confidence)
+                if scored is not None and human is not None
+                else None,
             )
         )
         misses += missed
@@ -490,6 +548,8 @@ TABLE_COLUMNS = (
     "c_ins_upper",
     "c_res_fused",
     "c_ins_fused",
+    "agreement_with_people",
+    "agreement_fused",
     "swap_invariance",
     "swap_lower",
     "swap_upper",
@@ -544,6 +604,8 @@ def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]
                 *_cells(row.c_ins.proportion if row.c_ins else None),
                 row.fused.c_res.proportion.share if row.fused else None,
                 row.fused.c_ins.proportion.share if row.fused else None,
+                row.agreement.share if row.agreement else None,
+                row.agreement_fused.share if row.agreement_fused else None,
                 *_swap_cells(row.swap),
                 *_cells(t.proportion if t else None),
                 t.intransitive if t else None,
@@ -562,7 +624,9 @@ def consistency_table_note(result: ConsistencyResult) -> str:
         f"{RANDOM_CONTRAST_RATE:.0%}); for a score judge, from its four scores of each pair, both "
         "directions counted. C_ins (score judges only): an answer scores higher under its own "
         "instruction; not defined for pairwise verdicts. *_fused: the same after RewardFusion "
-        f"(Eq. 4, δ = {DEFAULT_FUSION_DELTA}). Swap invariance: share of pairs called in both "
+        f"(Eq. 4, δ = {DEFAULT_FUSION_DELTA}); agreement_with_people: a score judge's verdicts "
+        "against each person's vote on the regular pairs (ties a class), without and with it. "
+        "Swap invariance: share of pairs called in both "
         "orders with the same collapsed verdict. Intransitive: share of cyclic triples among "
         "triples judged in all three pairs without a tie (random: "
         f"{RANDOM_INTRANSITIVE_RATE:.0%}). Intervals: Wilson 95%."

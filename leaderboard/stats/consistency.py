@@ -262,6 +262,7 @@ def reward_fusion(
     train_scores: npt.ArrayLike,
     *,
     delta: float = DEFAULT_FUSION_DELTA,
+    leave_out_same_index: bool = False,
 ) -> FusedScores:
     """Return each query's score fused with the scores of its near training examples (Eq. 4).
 
@@ -270,6 +271,8 @@ def reward_fusion(
     Formula: h̃(x) = ( h(x) + Σ_{i∈N(x)} s_i h(x_i) ) / ( 1 + Σ_{i∈N(x)} s_i ), a
     similarity-weighted average in which the query itself takes part with weight cos(x, x) = 1.
     With no neighbour, h̃(x) = h(x). The threshold is strict (a cosine equal to δ is left out).
+    ``leave_out_same_index``: the queries are the training examples themselves (query i is
+    example i), and each is left out of its own neighbours, so it counts once, as h(x).
     Source: Shen et al. (2023), RewardFusion, Eq. 4 (δ = 0.95 by default here).
     """
     q_scores = np.asarray(query_scores, dtype=np.float64)
@@ -288,6 +291,10 @@ def reward_fusion(
             f"query and training embeddings differ in size ({q.shape[1]} vs {t.shape[1]})"
         )
     sims = q @ t.T
+    if leave_out_same_index:
+        if sims.shape[0] != sims.shape[1]:
+            raise ValueError("leave_out_same_index needs as many queries as training examples")
+        np.fill_diagonal(sims, -np.inf)
     weights = np.where(sims > delta, sims, 0.0)
     fused = (q_scores + weights @ t_scores) / (1.0 + weights.sum(axis=1))
     return FusedScores(fused, (sims > delta).sum(axis=1).astype(np.int64), delta)

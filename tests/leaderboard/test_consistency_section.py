@@ -24,6 +24,7 @@ from annotation.models import (
 )
 from annotation.services.contrast import ContrastPairSpec, contrast_set_store
 from annotation.services.pairs import pairs_generate
+from judges.models import AnswerScore
 from judges.reward import artifacts
 from judges.reward.scoring import pl_run_execute
 from judges.services.runs import judge_run_start
@@ -31,6 +32,7 @@ from leaderboard.services.consistency import (
     TABLE_COLUMNS,
     ContrastInputs,
     ContrastItemText,
+    ScoreJudgeConsistency,
     SourceInfo,
     consistency_compute,
     consistency_miss_rows,
@@ -268,6 +270,8 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
     store(cast.study, specs)
 
     found = score_consistency_read(study=cast.study, run_ids=[run.pk])[run.pk]
+    stored = dict(AnswerScore.objects.filter(run=run).values_list("answer_id", "score"))
+    assert found.answer_scores == stored
 
     # The model learnt that an answer about another topic is poor, so it beats a random judge
     # (8 comparisons: both directions of 4 pairs).
@@ -292,6 +296,7 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
     # Nothing has a cosine above 1, so fusion at delta 1 changes nothing.
     at_one = score_consistency_read(study=cast.study, run_ids=[run.pk], delta=1.0)[run.pk]
     assert at_one.fused == at_one.plain
+    assert at_one.fused_answer_scores == stored
 
 
 def test_the_report_page_shows_the_consistency_of_people_and_the_items_they_got_wrong_safely(
@@ -337,3 +342,37 @@ def test_the_report_page_shows_the_consistency_of_people_and_the_items_they_got_
     assert "How to bake cake?" in page and "How to bake &lt;bread&gt;?" in page
     assert "&lt;script&gt;alert(" in page
     assert "<script>alert(" not in page
+
+
+def test_a_score_judge_takes_c_res_from_scores_and_agrees_with_people_with_or_without_fusion() -> (
+    None
+):
+    four = score_consistency(np.array([[[3.0, 1.0], [2.0, 4.0]]]))
+    scored = ScoreJudgeConsistency(
+        plain=four,
+        fused=score_consistency(np.array([[[1.0, 1.0], [1.0, 1.0]]])),
+        delta=0.95,
+        pool=0,
+        # Plain: answer 1 > 2 > 3 by wide margins; fused: all within a tie of each other.
+        answer_scores={1: 2.0, 2: 0.0, 3: -2.0},
+        fused_answer_scores={1: 0.1, 2: 0.0, 3: -0.1},
+    )
+    # People on the regular pairs: 1 over 2, 2 over 3, and 3 over 1.
+    human = pd.DataFrame([(10, "A"), (11, "A"), (12, "B")], columns=["pair_id", "label"])
+    result = consistency_compute(
+        pairs=PAIRS,
+        calls=CALLS,
+        majority=MAJORITY,
+        human=human,
+        sources=SOURCES,
+        contrast=CONTRAST,
+        scores={2: scored},
+    )
+    pl = result.rows[2]
+    assert pl.c_res == four.c_res and pl.c_ins == four.c_ins
+    assert pl.fused == scored.fused
+    assert pl.agreement is not None and pl.agreement_fused is not None
+    assert (pl.agreement.count, pl.agreement.total) == (2, 3)
+    assert (pl.agreement_fused.count, pl.agreement_fused.total) == (0, 3)
+    # Its verdicts on contrast items are not its C_res, so they are no drill-down rows either.
+    assert {miss.source for miss in result.misses} == {"human", "gpt-judge"}

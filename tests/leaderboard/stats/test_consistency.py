@@ -151,6 +151,17 @@ def test_reward_fusion_without_training_examples_keeps_the_own_scores() -> None:
     assert fused.scores.tolist() == [0.5, -0.5]
 
 
+def test_reward_fusion_over_the_training_set_itself_leaves_each_example_out_of_its_own() -> None:
+    examples = np.array([[1.0, 0.0], [0.96, 0.28], [0.0, 1.0]])
+    scores = np.array([1.0, 3.0, 5.0])
+    fused = reward_fusion(examples, scores, examples, scores, leave_out_same_index=True)
+    # 0 and 1 are neighbours (cosine 0.96), 2 has none.
+    assert fused.scores.tolist() == pytest.approx(
+        [(1 + 0.96 * 3) / 1.96, (3 + 0.96 * 1) / 1.96, 5.0]
+    )
+    assert fused.neighbours.tolist() == [1, 1, 0]
+
+
 def test_swap_invariance_is_the_share_of_unchanged_verdicts() -> None:
     result = swap_invariance(["A", "B", "tie", "A"], ["A", "A", "tie", "B"])
     assert result.order_invariant is False
