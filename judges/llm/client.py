@@ -182,10 +182,10 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
 
     def __init__(self, deadline: float):
         self._backend = httpcore2.SyncBackend()
-        self._deadline = deadline
+        self.deadline = deadline
 
     def _left(self, timeout: float | None) -> float:
-        left = self._deadline - time.monotonic()
+        left = self.deadline - time.monotonic()
         if left <= 0:
             raise httpcore2.ConnectTimeout("the request's total deadline passed")
         return left if timeout is None else min(timeout, left)
@@ -201,27 +201,51 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
         stream = self._backend.connect_tcp(
             host, port, self._left(timeout), local_address, socket_options
         )
-        return _DeadlineStream(stream, self._deadline)
+        return _DeadlineStream(stream, self.deadline)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
     ) -> httpcore2.NetworkStream:
         stream = self._backend.connect_unix_socket(path, self._left(timeout), socket_options)
-        return _DeadlineStream(stream, self._deadline)
+        return _DeadlineStream(stream, self.deadline)
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
 
 
-def deadline_transport(*, seconds: float) -> httpx2.HTTPTransport:
-    """An httpx transport on which a request, from connecting to its last byte, ends in `seconds`.
+def _transport_with(backend: _DeadlineBackend) -> httpx2.HTTPTransport:
+    """An httpx transport whose connections end by the backend's deadline.
 
     httpx takes no network backend as an argument, so the pool's is replaced; a test trickling
     a reply past the deadline (tests/judges/test_calls.py) catches any change of that attribute.
     """
     transport = httpx2.HTTPTransport()
-    transport._pool._network_backend = _DeadlineBackend(time.monotonic() + seconds)
+    transport._pool._network_backend = backend
     return transport
+
+
+@dataclass
+class ChatClient:
+    """An API client built ahead of its request (building one takes a while), so that the
+    request leaves right after the call is claimed; its deadline starts when the request does."""
+
+    client: openai.OpenAI
+    backend: _DeadlineBackend
+    timeout: float
+
+
+def chat_client(*, base_url: str, api_key: str, timeout: float) -> ChatClient:
+    """Check the base URL and build a client whose requests each end within `timeout` seconds."""
+    base_url_check(base_url)
+    backend = _DeadlineBackend(time.monotonic() + timeout)
+    transport = _transport_with(backend)
+    http_client = openai.DefaultHttpxClient(
+        follow_redirects=False, timeout=timeout, transport=transport
+    )
+    client = openai.OpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http_client
+    )
+    return ChatClient(client=client, backend=backend, timeout=timeout)
 
 
 def _refusal_reason(choice: Any) -> str:
@@ -253,20 +277,18 @@ def chat_complete(
     params: dict[str, Any],
     idempotency_key: str,
     timeout: float,
+    prepared: ChatClient | None = None,
 ) -> ChatReply:
     """Send one chat completion request; raise JudgeCallError when no usable reply comes back.
 
     `timeout` is the request's total deadline, from connecting to the last byte of the reply (not
     a limit per read). The openai package's own retries are off: retries are Celery's, so that
     they are counted, spread out with jitter and never outlive the broker's visibility timeout.
+    `prepared` is a client built ahead (chat_client); without it one is built here.
     """
-    base_url_check(base_url)
-    http_client = openai.DefaultHttpxClient(
-        follow_redirects=False, timeout=timeout, transport=deadline_transport(seconds=timeout)
-    )
-    client = openai.OpenAI(
-        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http_client
-    )
+    prepared = prepared or chat_client(base_url=base_url, api_key=api_key, timeout=timeout)
+    prepared.backend.deadline = time.monotonic() + prepared.timeout
+    client = prepared.client
     allowed = {"temperature", "max_tokens", "top_p", "seed", "stop", "max_completion_tokens"}
     extra = {key: value for key, value in params.items() if key in allowed}
     started = time.monotonic()

@@ -36,6 +36,8 @@ from judges.llm.client import (
     ChatReply,
     JudgeCallError,
     JudgeNotConfigured,
+    UnsafeBaseURL,
+    chat_client,
     chat_complete,
 )
 from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
@@ -448,6 +450,16 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
         delay = backoff_seconds(attempt=3, retry_after=None)
         _due_in(call, delay)
         return CallOutcome("pending", retry_in=delay, detail=reason)
+    try:
+        # Built before the claim, so that the request leaves as soon as the call is claimed:
+        # a worker killed in between is counted as possibly paid though nothing was sent.
+        prepared = chat_client(
+            base_url=judge.base_url,
+            api_key=api_key,
+            timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
+        )
+    except UnsafeBaseURL as exc:
+        return _fail_unclaimed(call, request, str(exc))
     claimed_at = time.monotonic()
     # Every write after the claim must land before the lease runs out and the reconciler hands
     # the call to another worker; the request's own deadline is shorter still.
@@ -468,6 +480,7 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
             params=judge.params,
             idempotency_key=f"concord-call-{call.pk}",
             timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
+            prepared=prepared,
         )
     except JudgeCallError as exc:
         return _record_error(call, token, attempt, exc, until)
