@@ -138,7 +138,7 @@ def report_extra_rows_get(
     """Read the cited values, gold ranks and answer scores; needs no votes, so that a report may
     read them beside the votes."""
     judgments = (
-        HumanJudgment.objects.filter(_pair_filter(filters, "pair__"), study=study)
+        HumanJudgment.objects.filter(_pair_filter(filters, "pair__"), study=study, excluded=False)
         .exclude(preference="")
         .exclude(values=[])
     )

@@ -533,9 +533,10 @@ def _scores_as_float(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.DataFrame:
-    qs = HumanJudgment.objects.filter(_pair_q(filters, "pair__"), study=study).exclude(
-        preference=""
-    )
+    # Judgments of excluded participants stay out of every analysis (annotation's worker_exclude).
+    qs = HumanJudgment.objects.filter(
+        _pair_q(filters, "pair__"), study=study, excluded=False
+    ).exclude(preference="")
     if raters == "experts":
         qs = qs.filter(worker__external_id__startswith=EXPERT_PREFIX)
     frame = frame_read_coded(

@@ -218,6 +218,12 @@ LOGGING = {
 CONCORD_JUDGE_HOST_ALLOWLIST: list[str] = env.list(
     "CONCORD_JUDGE_HOST_ALLOWLIST", default=["api.openai.com", "127.0.0.1", "localhost"]
 )
+# Ports a judge's base URL may name besides the scheme's default: common OpenAI-compatible
+# servers (LM Studio 1234, vLLM 8000, llama.cpp 8080, Ollama 11434), never Redis or PostgreSQL.
+# An allow-list entry "host:port" (or "host:*") allows more for that host only.
+CONCORD_JUDGE_ALLOWED_PORTS: list[int] = env.list(
+    "CONCORD_JUDGE_ALLOWED_PORTS", cast=int, default=[1234, 8000, 8080, 11434]
+)
 # The total deadline of one request to a judge's API, from connecting to the last byte of the
 # reply (not a limit per read: a reply trickled slowly is cut off at this time too).
 CONCORD_JUDGE_TIMEOUT_SECONDS: float = env.float("CONCORD_JUDGE_TIMEOUT_SECONDS", default=60.0)

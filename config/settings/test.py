@@ -19,3 +19,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Static files straight from the apps' folders, as in development (no collectstatic run).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+
+# The fake OpenAI server of the judge tests listens on a free port of this machine.
+CONCORD_JUDGE_HOST_ALLOWLIST = [*CONCORD_JUDGE_HOST_ALLOWLIST, "127.0.0.1:*", "localhost:*"]  # noqa: F405

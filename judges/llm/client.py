@@ -61,28 +61,62 @@ class ChatReply:
     refusal_reason: str = ""
 
 
+# The settings' own secrets and connection strings: a judge naming one of them as its key would
+# send it to the judge's server (and show "ready").
+RESERVED_KEY_VARIABLES: frozenset[str] = frozenset(
+    {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CACHE_URL",
+     "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "PGPASSWORD", "POSTGRES_PASSWORD"}
+)  # fmt: skip
+RESERVED_KEY_PREFIXES: tuple[str, ...] = ("DJANGO_", "AXES_", "DATABASE_", "SECURE_")
+
+
+def api_key_env_reserved(name: str) -> bool:
+    """True when `name` is one of the settings' own variables, never a judge's key."""
+    upper = name.upper()
+    return upper in RESERVED_KEY_VARIABLES or upper.startswith(RESERVED_KEY_PREFIXES)
+
+
 def base_url_check(base_url: str) -> None:
-    """Raise UnsafeBaseURL unless the URL is http(s) and its host is on the allow-list."""
-    parts = urlsplit(base_url)
+    """Raise UnsafeBaseURL unless the URL is http(s), its host is on the allow-list and its port
+    is allowed: the scheme's default, one of CONCORD_JUDGE_ALLOWED_PORTS, or the port an entry
+    names (`host:8001`; `host:*` for any port)."""
+    try:
+        parts = urlsplit(base_url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError as exc:
+        raise UnsafeBaseURL(f"base URL {base_url!r} is not a valid URL ({exc})") from exc
     if parts.scheme not in ("http", "https"):
         raise UnsafeBaseURL(f"base URL {base_url!r} must start with http:// or https://")
-    host = (parts.hostname or "").lower()
     if not host:
         raise UnsafeBaseURL(f"base URL {base_url!r} names no host")
     if parts.username or parts.password:
         raise UnsafeBaseURL(f"base URL {base_url!r} must not carry credentials")
-    allowed = [entry.lower() for entry in settings.CONCORD_JUDGE_HOST_ALLOWLIST]
+    entries = [entry.lower() for entry in settings.CONCORD_JUDGE_HOST_ALLOWLIST]
+    allowed = {entry.rsplit(":", 1)[0] if ":" in entry else entry for entry in entries}
     if host not in allowed:
         raise UnsafeBaseURL(
             f"host {host!r} of base URL {base_url!r} is not in CONCORD_JUDGE_HOST_ALLOWLIST "
-            f"({', '.join(allowed) or 'empty'}); an admin must add it to the environment"
+            f"({', '.join(entries) or 'empty'}); an admin must add it to the environment"
         )
+    if port is None or port in settings.CONCORD_JUDGE_ALLOWED_PORTS:
+        return
+    if f"{host}:*" in entries or f"{host}:{port}" in entries:
+        return
+    ports = ", ".join(map(str, settings.CONCORD_JUDGE_ALLOWED_PORTS))
+    raise UnsafeBaseURL(
+        f"port {port} of base URL {base_url!r} is not allowed; allowed are the default ports and "
+        f"CONCORD_JUDGE_ALLOWED_PORTS ({ports}), or add {host}:{port} to "
+        "CONCORD_JUDGE_HOST_ALLOWLIST"
+    )
 
 
 def api_key_get(api_key_env: str) -> str:
     """Return the key from the environment variable, or raise JudgeNotConfigured naming it."""
     if not api_key_env:
         raise JudgeNotConfigured("not configured: the judge names no key variable (api_key_env)")
+    if api_key_env_reserved(api_key_env):
+        raise JudgeNotConfigured(f"not configured: {api_key_env} is a setting, not a judge's key")
     key = os.environ.get(api_key_env, "")
     if not key:
         raise JudgeNotConfigured(f"not configured: set {api_key_env}")

@@ -9,7 +9,12 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from annotation.models import Study
-from judges.llm.client import JudgeNotConfigured, UnsafeBaseURL, base_url_check
+from judges.llm.client import (
+    JudgeNotConfigured,
+    UnsafeBaseURL,
+    api_key_env_reserved,
+    base_url_check,
+)
 from judges.llm.prompts import TEMPLATES
 from judges.models import Judge, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
@@ -44,6 +49,11 @@ def judge_validate(*, judge: Judge) -> None:
     ):
         errors["api_key_env"] = (
             f"{judge.api_key_env!r} is not an environment variable name (letters, digits, _)."
+        )
+    elif judge.api_key_env and api_key_env_reserved(judge.api_key_env):
+        errors["api_key_env"] = (
+            f"{judge.api_key_env} is one of Concord's own settings, not a judge's key; name the "
+            "variable that holds the judge's API key (for example OPENAI_API_KEY)."
         )
     if not judge.prompt_template.strip():
         errors["prompt_template"] = "An LLM judge needs a prompt template."

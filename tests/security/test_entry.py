@@ -283,3 +283,23 @@ def test_one_action_excludes_a_participant_from_analysis_and_pay(
     # The Prolific bonus file pays them nothing.
     body = client.get(f"/studies/{study.slug}/payouts.csv?format=prolific").content.decode()
     assert worker.external_id not in body
+
+
+def test_the_analysis_reads_no_judgment_of_an_excluded_participant(
+    cast: Cast, study: Study
+) -> None:
+    from annotation.services.assignments import assignment_claim_next
+    from annotation.services.workers import worker_exclude
+    from leaderboard.selectors import VoteFilters, study_votes_get
+    from tests.annotation.work_helpers import submit
+
+    for worker in (cast.worker_one, cast.worker_two):
+        assignment = assignment_claim_next(worker=worker)
+        assert assignment is not None
+        submit(assignment, likert_shown=2)
+    before = study_votes_get(study=study, filters=VoteFilters(raters="all"))
+    assert len(before.human) == 2
+    worker_exclude(worker=cast.worker_one, reason="Fabricated participant")
+    after = study_votes_get(study=study, filters=VoteFilters(raters="all"))
+    assert len(after.human) == 1
+    assert list(after.human["rater"].astype(str)) == [f"w{cast.worker_two.pk}"]

@@ -1,0 +1,79 @@
+"""The judge base-URL guard: allowed hosts on allowed ports only, no settings as keys."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from judges.llm.client import JudgeNotConfigured, UnsafeBaseURL, api_key_get, base_url_check
+from judges.models import Judge
+from judges.services.judges import judge_create
+
+
+@pytest.fixture
+def production_allowlist(settings) -> None:
+    settings.CONCORD_JUDGE_HOST_ALLOWLIST = ["api.openai.com", "127.0.0.1", "localhost"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:6379/",  # Redis
+        "http://localhost:5432/v1",  # PostgreSQL
+        "http://127.0.0.1:22/",
+        "https://api.openai.com:8443/v1",
+    ],
+)
+def test_an_allowed_host_on_a_service_port_is_refused(production_allowlist: None, url: str) -> None:
+    with pytest.raises(UnsafeBaseURL, match="port"):
+        base_url_check(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.openai.com/v1",
+        "http://127.0.0.1:8000/v1",  # vLLM
+        "http://localhost:11434/v1",  # Ollama
+        "http://127.0.0.1:8080/v1",  # llama.cpp
+    ],
+)
+def test_default_and_common_llm_server_ports_are_allowed(
+    production_allowlist: None, url: str
+) -> None:
+    base_url_check(url)
+
+
+def test_an_allow_list_entry_may_open_one_more_port_for_one_host(settings) -> None:
+    settings.CONCORD_JUDGE_HOST_ALLOWLIST = ["llm.internal", "llm.internal:9000"]
+    base_url_check("http://llm.internal:9000/v1")
+    with pytest.raises(UnsafeBaseURL):
+        base_url_check("http://llm.internal:9001/v1")
+
+
+@pytest.mark.parametrize("url", ["http://[127.0.0.1]/", "http://[::1/", "http://127.0.0.1:99999/"])
+def test_a_malformed_url_gives_the_guards_error_not_a_crash(
+    production_allowlist: None, url: str
+) -> None:
+    with pytest.raises(UnsafeBaseURL):
+        base_url_check(url)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["SECRET_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "CACHE_URL", "DJANGO_DEBUG",
+     "DATABASE_CONN_MAX_AGE", "secret_key"],
+)  # fmt: skip
+def test_a_judge_cannot_name_the_settings_own_variables_as_its_key(db: None, name: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        judge_create(
+            name="sneaky",
+            kind=Judge.Kind.LLM,
+            model_name="gpt-4o",
+            base_url="https://api.openai.com/v1",
+            api_key_env=name,
+            prompt_template="Compare {answer_a} and {answer_b}.",
+        )
+    assert "api_key_env" in error.value.message_dict
+    with pytest.raises(JudgeNotConfigured):
+        api_key_get(name)
