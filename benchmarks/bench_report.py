@@ -266,7 +266,12 @@ def timed_report(
     print(f"  (numba compilation, once per process: {time.perf_counter() - start:.2f} s)")
 
     study = Study.objects.get(pk=study_id)
-    params = reports.ReportParams(seed=seed, **rounds)
+    params = reports.ReportParams(
+        seed=seed,
+        ci_rounds=rounds["ci_rounds"],
+        elo_rounds=rounds["elo_rounds"],
+        bt_rounds=rounds["bt_rounds"],
+    )
     filters = selectors.VoteFilters()
     timings: dict[str, float] = {}
     header = "stage", "fast", "baseline", "ratio"
@@ -334,8 +339,8 @@ def main() -> int:
     parser.add_argument("--judgments", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=2_000_000)
     parser.add_argument("--judges", type=int, default=2)
-    parser.add_argument("--elo-rounds", type=int, default=100)
-    parser.add_argument("--bt-rounds", type=int, default=100)
+    parser.add_argument("--elo-rounds", type=int, default=1000)
+    parser.add_argument("--bt-rounds", type=int, default=1000)
     parser.add_argument("--ci-rounds", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")

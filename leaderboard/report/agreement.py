@@ -73,13 +73,17 @@ class Interval:
 
 @dataclass(frozen=True)
 class AgreementCI:
-    """Bootstrap percentile interval of the pooled agreement rate over units."""
+    """Bootstrap percentile interval of the pooled agreement rate: each round draws the prompts
+    (``resample = "prompt"``: all of a prompt's units together, `prompts` of them) or the units
+    (``"vote"``) with replacement."""
 
     with_ties: Interval
     without_ties: Interval
     confidence: float
     rounds: int
     units: int
+    resample: str = "vote"
+    prompts: int = 0
 
 
 @dataclass(frozen=True)
@@ -167,21 +171,37 @@ def _tie_counts(votes: pd.DataFrame, other: pd.DataFrame | None, level: str) -> 
 
 
 def _with_ci(
-    votes: pd.DataFrame, other: pd.DataFrame | None, params: ReportParams
+    votes: pd.DataFrame, other: pd.DataFrame | None, params: ReportParams, prompt_of: pd.Series
 ) -> tuple[AgreementCount, AgreementCount, AgreementCI]:
-    """Vote-level agreement and its bootstrap interval, from one count of the units."""
+    """Vote-level agreement and its bootstrap interval, from one count of the units. Resampling
+    prompts bootstraps the per-prompt sums of agreeing and compared pairs (the pooled rate is
+    sum agree / sum total either way)."""
     per_unit = pairwise_agreement_by_unit(votes, other, key="pair_id")
+    drawn = per_unit
+    if params.resample == "prompt":
+        prompts = prompt_of.reindex(per_unit["key"]).to_numpy()
+        drawn = per_unit.groupby(prompts, sort=True)[
+            ["agree_s1", "total_s1", "agree_s2", "total_s2"]
+        ].sum()
     intervals = []
     for suffix in ("s1", "s2"):
         interval = bootstrap_agreement_ci(
-            per_unit[f"agree_{suffix}"].to_numpy(),
-            per_unit[f"total_{suffix}"].to_numpy(),
+            drawn[f"agree_{suffix}"].to_numpy(),
+            drawn[f"total_{suffix}"].to_numpy(),
             rounds=params.ci_rounds,
             confidence=params.confidence,
             seed=params.seed,
         )
         intervals.append(Interval(interval.lower, interval.upper))
-    ci = AgreementCI(intervals[0], intervals[1], params.confidence, params.ci_rounds, len(per_unit))
+    ci = AgreementCI(
+        intervals[0],
+        intervals[1],
+        params.confidence,
+        params.ci_rounds,
+        len(per_unit),
+        params.resample,
+        len(drawn) if params.resample == "prompt" else 0,
+    )
     return (
         AgreementCount.of(per_unit["agree_s1"].sum(), per_unit["total_s1"].sum()),
         AgreementCount.of(per_unit["agree_s2"].sum(), per_unit["total_s2"].sum()),
@@ -286,12 +306,13 @@ def agreement_compute(data: ReportData) -> AgreementResult:
         judge_calls=len(votes.calls),
         human_labels=_labels(human),
     )
-    s1, s2, ci = _with_ci(human, None, params)
+    prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
+    s1, s2, ci = _with_ci(human, None, params, prompt_of)
     people = HumanVsHuman(s1, s2, ci, _fleiss(human), _alpha(human))
     judges = {}
     for source in votes.sources:
         mine = data.frames[source.name]
-        s1, s2, ci = _with_ci(mine, human, params)
+        s1, s2, ci = _with_ci(mine, human, params, prompt_of)
         cohen, weighted = _kappas(mine, human, data.majority)
         judges[source.name] = JudgeAgreement(
             judge=source.judge_name,
@@ -419,6 +440,15 @@ class AgreementSection(Section[AgreementResult]):
                     f"{vs.weighted_kappa_likert.pairs} vote pairs",
                 )
             )
+        ci = people.ci
+        unit = f"{ci.prompts} prompts" if ci.resample == "prompt" else f"{ci.units} units"
+        agreement = Table(
+            agreement.name,
+            agreement.title,
+            agreement.columns,
+            agreement.rows,
+            note=f"{agreement.note} Intervals: bootstrap over {unit}, {ci.rounds} rounds.",
+        )
         return [
             agreement,
             Table(

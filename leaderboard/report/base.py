@@ -33,15 +33,39 @@ LABELS = ("A", "B", "tie")
 R = TypeVar("R")
 
 
+Resample = Literal["prompt", "vote"]
+# Work budgets that keep a large study's report within its time: a bootstrap's rounds are cut
+# (never below MIN_ROUNDS) so that rounds x battles (Elo) or rounds x prompts (Bradley-Terry
+# over prompts) stays under these; the report states the rounds it used.
+ELO_UPDATES_BUDGET = 100_000_000
+BT_PROMPT_DRAWS_BUDGET = 5_000_000
+MIN_ROUNDS = 100
+
+
 @dataclass(frozen=True)
 class ReportParams:
-    """Statistical parameters of a report (filters are separate)."""
+    """Statistical parameters of a report (filters are separate).
+
+    resample: what a bootstrap round of the agreement and Bradley-Terry intervals draws with
+    replacement: ``prompt`` (default: all of a prompt's units and votes together, the honest
+    uncertainty about new prompts) or ``vote`` (each unit or battle on its own, FastChat's
+    choice). The Elo bootstrap draws battles either way.
+    """
 
     seed: int = 0
     ci_rounds: int = 1000
-    elo_rounds: int = 100
-    bt_rounds: int = 100
+    elo_rounds: int = 1000
+    bt_rounds: int = 1000
     confidence: float = 0.95
+    resample: Resample = "prompt"
+
+
+def rounds_within(requested: int, work_per_round: int, budget: int) -> int:
+    """The bootstrap rounds to run: the requested ones, cut so that rounds x work per round
+    stays within the budget, but never below MIN_ROUNDS (nor above the request)."""
+    if work_per_round <= 0:
+        return requested
+    return min(requested, max(MIN_ROUNDS, budget // work_per_round))
 
 
 @dataclass(frozen=True)

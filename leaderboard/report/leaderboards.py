@@ -12,6 +12,8 @@ from django.utils.text import slugify
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import (
+    BT_PROMPT_DRAWS_BUDGET,
+    ELO_UPDATES_BUDGET,
     LABELS,
     Plot,
     RenderContext,
@@ -19,6 +21,7 @@ from leaderboard.report.base import (
     ReportParams,
     Section,
     Table,
+    rounds_within,
 )
 from leaderboard.stats.correlation import Correlation
 from leaderboard.stats.ranking import RankCorrelation, rank_correlation
@@ -40,11 +43,21 @@ class ModelRating:
 
 
 @dataclass(frozen=True)
+class Bootstrap:
+    """How an interval was drawn: the unit resampled and the rounds run."""
+
+    resample: str
+    rounds: int
+
+
+@dataclass(frozen=True)
 class Board:
     battles: int
     elo_with_ties: list[ModelRating]
     elo_without_ties: list[ModelRating]
     bradley_terry: list[ModelRating]
+    elo_bootstrap: Bootstrap | None = None
+    bradley_terry_bootstrap: Bootstrap | None = None
 
 
 @dataclass(frozen=True)
@@ -87,23 +100,37 @@ def _ratings(frame: pd.DataFrame) -> list[ModelRating]:
     ]
 
 
-def board_compute(frame: pd.DataFrame, params: ReportParams) -> Board:
-    """One source's leaderboards from its votes."""
+def board_compute(frame: pd.DataFrame, params: ReportParams, prompt_of: pd.Series) -> Board:
+    """One source's leaderboards from its votes.
+
+    Bradley-Terry's interval resamples prompts (``params.resample``) or battles; Elo's draws
+    battles (its compiled kernel draws battles one by one). Rounds are cut for a large source so
+    that the report keeps its time (``rounds_within``); the board states the rounds run."""
     with_ties, without_ties = battles_of(frame, ties=True), battles_of(frame, ties=False)
+    elo_rounds = rounds_within(params.elo_rounds, len(with_ties), ELO_UPDATES_BUDGET)
+    clusters = None
+    bt_rounds = params.bt_rounds
+    if params.resample == "prompt":
+        clusters = prompt_of.reindex(frame["pair_id"]).to_numpy()
+        prompts = len(pd.unique(clusters))
+        bt_rounds = rounds_within(params.bt_rounds, prompts, BT_PROMPT_DRAWS_BUDGET)
     return Board(
         battles=len(with_ties),
-        elo_with_ties=_ratings(
-            elo_bootstrap(with_ties, rounds=params.elo_rounds, seed=params.seed)
+        elo_with_ties=_ratings(elo_bootstrap(with_ties, rounds=elo_rounds, seed=params.seed)),
+        elo_without_ties=_ratings(elo_bootstrap(without_ties, rounds=elo_rounds, seed=params.seed)),
+        bradley_terry=_ratings(
+            bradley_terry(with_ties, rounds=bt_rounds, seed=params.seed, clusters=clusters)
         ),
-        elo_without_ties=_ratings(
-            elo_bootstrap(without_ties, rounds=params.elo_rounds, seed=params.seed)
-        ),
-        bradley_terry=_ratings(bradley_terry(with_ties, rounds=params.bt_rounds, seed=params.seed)),
+        elo_bootstrap=Bootstrap("vote", elo_rounds),
+        bradley_terry_bootstrap=Bootstrap(params.resample, bt_rounds),
     )
 
 
 def leaderboards_compute(data: ReportData) -> LeaderboardsResult:
-    boards = {name: board_compute(frame, data.params) for name, frame in data.frames.items()}
+    prompt_of = data.votes.pairs.set_index("pair_id")["prompt_id"]
+    boards = {
+        name: board_compute(frame, data.params, prompt_of) for name, frame in data.frames.items()
+    }
     ratings = {
         name: {r.model: r.rating for r in board.bradley_terry} for name, board in boards.items()
     }
@@ -112,6 +139,18 @@ def leaderboards_compute(data: ReportData) -> LeaderboardsResult:
         rc: RankCorrelation = rank_correlation(ratings[a], ratings[b])
         pairs.append(RankPair(a, b, rc.spearman, rc.kendall, list(rc.models)))
     return LeaderboardsResult(boards, pairs)
+
+
+def _bootstrap_note(result: LeaderboardsResult, sources: list[str], kind: str) -> str:
+    """Which unit the intervals resampled and how many rounds, per source."""
+    parts = []
+    for source in sources:
+        board = result.sources[source]
+        spec = board.bradley_terry_bootstrap if kind == "bradley_terry" else board.elo_bootstrap
+        if spec is not None:
+            unit = "prompts" if spec.resample == "prompt" else "battles"
+            parts.append(f"{source}: {spec.rounds} rounds over {unit}")
+    return "Bootstrap intervals (95%), " + "; ".join(parts) + "." if parts else ""
 
 
 class LeaderboardsSection(Section[LeaderboardsResult]):
@@ -160,6 +199,7 @@ class LeaderboardsSection(Section[LeaderboardsResult]):
                     title,
                     tuple(columns),
                     tuple(rows_out),
+                    note=_bootstrap_note(result, sources, kind),
                     groups=(("", 1), *((source, 4) for source in sources)),
                 )
             )

@@ -60,9 +60,12 @@ def krippendorff_alpha(data: npt.ArrayLike | Sequence[Sequence[Any]], level: Lev
     School for Communication, University of Pennsylvania.
 
     ``None`` and NaN mark a missing value. The table is turned into long format (unit, value) and
-    handed to :func:`krippendorff_alpha_from_long`; see there for the degenerate cases (NaN).
+    handed to :func:`krippendorff_alpha_from_long`; see there for the degenerate cases (NaN). An
+    empty table (``[]``, or no raters or no units) is NaN.
     """
     table = np.asarray(data, dtype=object)
+    if table.size == 0:
+        return math.nan  # no rater and no unit: nothing is pairable
     if table.ndim != 2:
         raise ValueError("data must be a 2-D raters x units table")
     units: list[int] = []

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -617,6 +617,42 @@ def _cells(
     return ca, cb, outcome / 2.0, counts.astype(np.int64)
 
 
+def _cluster_cells(
+    enc: _Encoded, ties: Literal["half", "drop"], clusters: npt.NDArray[Any], n_cells: int
+) -> Callable[[np.random.Generator, int], npt.NDArray[np.float64]]:
+    """For the cluster bootstrap: a function drawing each round's weight of each (a, b, score)
+    cell of :func:`_cells`: the cells' battle counts per cluster (a clusters x cells matrix)
+    times the counts of the clusters drawn with replacement."""
+    if len(clusters) != len(enc.a):
+        raise ValueError("clusters must give one id per battle")
+    keep = np.ones(len(enc.a), dtype=bool) if ties == "half" else enc.score_a != 0.5
+    m = len(enc.models)
+    cell = (enc.a[keep] * m + enc.b[keep]) * 3 + (2.0 * enc.score_a[keep]).astype(np.intp)
+    _, cell_index = np.unique(cell, return_inverse=True)
+    cluster_index, cluster_ids = pd.factorize(pd.Series(clusters[keep]), sort=True)
+    n_clusters = len(cluster_ids)
+    # Battles of each cell in each cluster: clusters x cells (the cells are few).
+    per_cluster = (
+        np.bincount(cluster_index * n_cells + cell_index, minlength=n_clusters * n_cells)
+        .reshape(n_clusters, n_cells)
+        .astype(np.float64)
+    )
+
+    def draw(rng: np.random.Generator, rounds: int) -> npt.NDArray[np.float64]:
+        weights = np.empty((rounds, n_cells))
+        step = max(1, 5_000_000 // max(n_clusters, 1))
+        for start in range(0, rounds, step):
+            size = min(step, rounds - start)
+            # Each round picks n_clusters clusters uniformly with replacement.
+            picks = rng.integers(0, n_clusters, size=(size, n_clusters))
+            picks += np.arange(size)[:, None] * n_clusters
+            counts = np.bincount(picks.ravel(), minlength=size * n_clusters)
+            weights[start : start + size] = counts.reshape(size, n_clusters) @ per_cluster
+        return weights
+
+    return draw
+
+
 def _win_matrix(
     ca: npt.NDArray[np.intp],
     cb: npt.NDArray[np.intp],
@@ -672,6 +708,7 @@ def bradley_terry(
     init: float = 1000.0,
     anchor: str | None = None,
     ridge: float = 1e-4,
+    clusters: npt.ArrayLike | None = None,
 ) -> pd.DataFrame:
     """Return Bradley-Terry ratings on the Elo scale, with bootstrap percentiles when rounds > 0.
 
@@ -695,7 +732,11 @@ def bradley_terry(
     multinomial counts, drawn per deduplicated outcome cell (same pair, same outcome) as
     ``rng.multinomial(n, cell_counts / n)`` with ``rng = default_rng(seed)``: the same
     distribution as multinomial(n, 1/n) weights per battle, summed within each cell. A model
-    absent from a round's sample is skipped for that round. With ``rounds=0``, lower and upper
+    absent from a round's sample is skipped for that round. With ``clusters`` (one id per battle,
+    for example its prompt), a round draws the C clusters instead, C times uniformly with
+    replacement, each battle weighted by how often its cluster was drawn (the cluster, or block,
+    bootstrap: Efron & Tibshirani 1993, "An Introduction to the Bootstrap", section 8.5;
+    battles on one prompt are not independent). With ``rounds=0``, lower and upper
     are NaN (no interval is computed). Models left without battles (``ties="drop"`` removing
     all their battles) are not listed.
     Columns model, rating, lower, upper, sorted by rating descending.
@@ -710,6 +751,9 @@ def bradley_terry(
     ca, cb, cs, counts = _cells(enc, ties)
     if counts.size == 0:
         return _empty_ratings()
+    cluster_draw = None
+    if clusters is not None:
+        cluster_draw = _cluster_cells(enc, ties, np.asarray(clusters), len(counts))
     used = np.unique(np.concatenate([ca, cb]))
     remap = np.full(len(enc.models), -1, dtype=np.intp)
     remap[used] = np.arange(used.size)
@@ -734,7 +778,10 @@ def bradley_terry(
     if rounds > 0:
         n = int(counts.sum())
         rng = np.random.default_rng(seed)
-        draws = rng.multinomial(n, counts / n, size=rounds).astype(np.float64)
+        if cluster_draw is None:
+            draws = rng.multinomial(n, counts / n, size=rounds).astype(np.float64)
+        else:
+            draws = cluster_draw(rng, rounds)
         boot = np.empty((rounds, m))
         for r in range(rounds):
             boot[r] = ratings_for(draws[r])

@@ -46,6 +46,12 @@ class Command(BaseCommand):
         parser.add_argument("--bt-rounds", type=int, default=ReportParams.bt_rounds)
         parser.add_argument("--ci-rounds", type=int, default=ReportParams.ci_rounds)
         parser.add_argument(
+            "--resample",
+            choices=["prompt", "vote"],
+            default=ReportParams.resample,
+            help="what the agreement and Bradley-Terry bootstraps draw (default: prompts)",
+        )
+        parser.add_argument(
             "--recompute",
             action="store_true",
             help="compute again even when the stored report is current (rows edited in place)",
@@ -71,6 +77,7 @@ class Command(BaseCommand):
             ci_rounds=options["ci_rounds"],
             elo_rounds=options["elo_rounds"],
             bt_rounds=options["bt_rounds"],
+            resample=options["resample"],
         )
         snapshot = agreement_report_snapshot(
             study=study, filters=filters, params=params, recompute=options["recompute"]

@@ -127,3 +127,36 @@ def test_no_battles_give_an_empty_leaderboard() -> None:
     result = bradley_terry(empty, rounds=5)
 
     assert result.empty and list(result.columns) == RATING_COLUMNS
+
+
+def test_battles_repeated_within_a_prompt_widen_the_prompt_bootstrap_interval() -> None:
+    """Five copies of each battle under one prompt: resampling prompts sees 1/5 of the
+    independent information that resampling battles pretends to see (about sqrt(5) wider)."""
+    rng = np.random.default_rng(3)
+    models = ["a", "b", "c"]
+    rows = []
+    for prompt in range(60):
+        i, j = rng.choice(3, 2, replace=False)
+        winner = str(rng.choice(["model_a", "model_b", "tie"]))
+        rows += [(models[i], models[j], winner, prompt)] * 5
+    battles = pd.DataFrame(rows, columns=["model_a", "model_b", "winner", "prompt"])
+    by_battle = bradley_terry(battles, rounds=400, seed=1)
+    by_prompt = bradley_terry(battles, rounds=400, seed=1, clusters=battles["prompt"])
+    assert (by_prompt["rating"].to_numpy() == by_battle["rating"].to_numpy()).all()
+    ratio = (by_prompt["upper"] - by_prompt["lower"]) / (by_battle["upper"] - by_battle["lower"])
+    assert ratio.between(1.6, 3.0).all(), ratio.tolist()
+
+
+def test_one_battle_per_prompt_gives_the_battle_bootstraps_interval_width() -> None:
+    rng = np.random.default_rng(4)
+    battles = pd.DataFrame(
+        {
+            "model_a": rng.choice(["a", "b"], 400),
+            "model_b": "c",
+            "winner": rng.choice(["model_a", "model_b", "tie"], 400),
+        }
+    )
+    by_battle = bradley_terry(battles, rounds=800, seed=2)
+    by_prompt = bradley_terry(battles, rounds=800, seed=2, clusters=np.arange(400))
+    ratio = (by_prompt["upper"] - by_prompt["lower"]) / (by_battle["upper"] - by_battle["lower"])
+    assert ratio.between(0.85, 1.15).all(), ratio.tolist()

@@ -165,3 +165,8 @@ def test_alpha_from_long_reads_a_categorical_by_its_codes_with_missing_values() 
     assert krippendorff_alpha_from_long(units, categorical, "nominal") == pytest.approx(
         krippendorff_alpha_from_long(units, labels, "nominal"), abs=1e-15
     )
+
+
+@pytest.mark.parametrize("empty", [[], [[]], np.zeros((0, 3))])
+def test_alpha_of_an_empty_table_is_nan_as_documented(empty: object) -> None:
+    assert math.isnan(krippendorff_alpha(empty, "nominal"))  # type: ignore[arg-type]
