@@ -66,6 +66,11 @@ def likert_from_probability(p: float) -> int:
     return min(8, math.floor(8 * p) + 1)
 
 
+def queue_on_commit(task: str, object_id: int) -> None:
+    """Send `task` with the id to the reward_model queue once the open transaction commits."""
+    transaction.on_commit(lambda: task_send(task, args=[object_id], queue=Queue.REWARD_MODEL))
+
+
 def pl_judge_readiness(*, judge: Judge) -> str:
     """ "" when the PL judge's artifact is on disk, else what is missing."""
     from judges.reward.artifacts import ArtifactMissing, artifact_metadata
@@ -110,10 +115,28 @@ def pl_run_start(
             note="PL scoring: each answer scored once, one order-invariant call per pair",
         )
         run.pairs.set(pair_list)
-        run_id = run.pk
-        transaction.on_commit(
-            lambda: task_send(TASK_SCORE_RUN, args=[run_id], queue=Queue.REWARD_MODEL)
+        queue_on_commit(TASK_SCORE_RUN, run.pk)
+    return run
+
+
+def pl_run_resume(*, run: JudgeRun) -> JudgeRun:
+    """Queue a cancelled PL run's scoring again: it goes on from the answers already scored.
+
+    The caller checked the user's permission and the judge's readiness.
+    """
+    broker_check()
+    with transaction.atomic():
+        changed = JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.CANCELLED).update(
+            status=JudgeRun.Status.PENDING, finished_at=None
         )
+        if changed != 1:
+            run.refresh_from_db()
+            raise ValidationError(
+                f"run {run.pk} is {run.get_status_display().lower()}; only a cancelled run of a "
+                "PL judge can be resumed"
+            )
+        queue_on_commit(TASK_SCORE_RUN, run.pk)
+    run.refresh_from_db()
     return run
 
 

@@ -24,13 +24,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Study
-from config.queues import Queue
 from judges.models import Judge, PLTraining
 from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data
 from judges.reward.encoder import DEFAULT_BACKBONE, BackboneNotFound, backbone_path
 from judges.reward.losses import RECIPES, parse_k
-from judges.services.queueing import BrokerUnavailable, broker_check, task_send
+from judges.reward.scoring import queue_on_commit
+from judges.services.queueing import BrokerUnavailable, broker_check
 from judges.services.runs import _check_may_run
 
 logger = logging.getLogger(__name__)
@@ -161,10 +161,7 @@ def pl_training_start(*, study: Study, user: User, request: TrainingRequest) -> 
             data_summary=summary,
             created_by=user,
         )
-        training_id = training.pk
-        transaction.on_commit(
-            lambda: task_send(TASK_TRAIN, args=[training_id], queue=Queue.REWARD_MODEL)
-        )
+        queue_on_commit(TASK_TRAIN, training.pk)
     return training
 
 
@@ -194,10 +191,7 @@ def pl_training_retry(*, training: PLTraining, user: User) -> PLTraining:
                 f"training {training.pk} is {training.status}; only a failed or cancelled "
                 "training can be retried"
             )
-        training_id = training.pk
-        transaction.on_commit(
-            lambda: task_send(TASK_TRAIN, args=[training_id], queue=Queue.REWARD_MODEL)
-        )
+        queue_on_commit(TASK_TRAIN, training.pk)
     training.refresh_from_db()
     return training
 

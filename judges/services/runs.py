@@ -171,6 +171,10 @@ def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = 
     problem = judge_readiness(judge=run.judge)
     if problem:
         raise JudgeNotReady(f"judge {run.judge.name!r} is {problem}")
+    if run.judge.kind == Judge.Kind.PL:
+        from judges.reward.scoring import pl_run_resume
+
+        return pl_run_resume(run=run)
     new_budget = budget_usd if budget_usd is not None else run.budget_usd
     if new_budget is not None and run_cost(run_id=run.pk) >= new_budget:
         raise ValidationError(

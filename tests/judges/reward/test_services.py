@@ -19,7 +19,7 @@ from judges.reward.services import (
     pl_training_execute,
     pl_training_start,
 )
-from judges.services.runs import judge_run_start
+from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
 from tests.conftest import Cast
 from tests.judges.reward.conftest import ranked_study
 
@@ -190,3 +190,33 @@ def test_a_pl_run_scores_each_answer_once_and_derives_one_call_per_pair(
 
 def _must_not_load(name: str) -> None:
     raise AssertionError(f"model {name} loaded although every answer was scored")
+
+
+@pytest.mark.django_db
+def test_a_cancelled_pl_run_resumes_from_the_answers_already_scored(
+    cast: Cast, reward_dirs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ranked_study(cast.study, prompts=3)
+    judge = train(cast, epochs=3).judge
+    assert judge is not None
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    monkeypatch.setattr(scoring, "SCORE_BATCH", 4)
+    real = scoring._still_pending
+    batches: list[int] = []
+
+    def cancel_after_first_batch(run_id: int) -> None:
+        batches.append(run_id)
+        if len(batches) == 2:
+            judge_run_cancel(run=run, user=cast.researcher)
+        real(run_id)
+
+    monkeypatch.setattr(scoring, "_still_pending", cancel_after_first_batch)
+    assert pl_run_execute(run_id=run.pk) == "cancelled"
+    assert AnswerScore.objects.filter(run=run).count() == 4
+    assert not JudgeCall.objects.filter(run=run).exists()
+    monkeypatch.setattr(scoring, "_still_pending", real)
+    resumed = judge_run_resume(run=run, user=cast.researcher)
+    assert resumed.status == JudgeRun.Status.PENDING
+    assert pl_run_execute(run_id=run.pk) == "done"
+    assert AnswerScore.objects.filter(run=run).count() == 12
+    assert JudgeCall.objects.filter(run=run).count() == 18
