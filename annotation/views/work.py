@@ -55,11 +55,7 @@ from annotation.services.errors import (
 )
 from annotation.services.judgments import judgment_submit
 from annotation.services.workers import worker_completion_code, worker_consent, worker_finish
-
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
+from config.csp import CONTENT_SECURITY_POLICY
 
 LIKERT_CHOICES: tuple[tuple[int, str], ...] = (
     (1, "Left is much better"),

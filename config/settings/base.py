@@ -58,6 +58,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.csp.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: turns a locked-out log-in into its 429 response.
     "axes.middleware.AxesMiddleware",
 ]
