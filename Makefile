@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUNTIME := $(VENV)/.installed-runtime
 TEST := DJANGO_SETTINGS_MODULE=config.settings.test
 
-.PHONY: demo demo-stop test lint typecheck pytest services venv clean-demo browser
+.PHONY: demo demo-stop test lint typecheck pytest services venv clean-demo browser bench
 
 # The demo needs only the runtime requirements; the tests add the dev tools (and a browser).
 $(RUNTIME): requirements.txt
@@ -58,3 +58,8 @@ pytest: $(STAMP) services browser
 	$(TEST) $(BIN)/python manage.py check
 	$(TEST) $(BIN)/python manage.py makemigrations --check --dry-run
 	$(TEST) $(BIN)/pytest
+
+## bench: every performance figure in one table beside its baseline (not part of `make test`).
+## QUICK=1 for small sizes on a shared machine. Loopback PostgreSQL and Redis, as for the tests.
+bench: $(STAMP) services
+	$(TEST) $(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,)

@@ -389,7 +389,7 @@ def main() -> int:
                 server_workers=args.server_workers,
                 conn_max_age=max_age,
                 tag=f"run{index}",
-                log=logs / f"gunicorn-{index}.log",
+                log=logs / f"gunicorn-{count}-annotators-{index}.log",
             )
             summary = r.summary() | {"label": label, "pairs_in_study": args.pairs}
             results.append(summary)

@@ -126,11 +126,22 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
         n_workers = 2000
         with raw.copy(
             "COPY annotation_worker (study_id, panel, external_id, state, panel_session_id, "
-            "session_key, state_reason, created_at) FROM STDIN"
+            "session_key, state_reason, finished_full, excluded, created_at) FROM STDIN"
         ) as copy:
             for w in range(n_workers):
                 copy.write_row(
-                    (study.pk, "imported", f"rater-{w}", "done", "", "", "", "2026-01-01")
+                    (
+                        study.pk,
+                        "imported",
+                        f"rater-{w}",
+                        "done",
+                        "",
+                        "",
+                        "",
+                        False,
+                        False,
+                        "2026-01-01",
+                    )
                 )
         cursor.execute(
             "SELECT id FROM annotation_worker WHERE study_id = %s ORDER BY id", [study.pk]
@@ -157,7 +168,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
         with raw.copy(
             "COPY annotation_humanjudgment (study_id, pair_id, worker_id, is_imported, a_left, "
             "likert_shown, likert, preference, values, reason, acceptability_a, "
-            "acceptability_b, axes, comment, created_at) FROM STDIN"
+            "acceptability_b, axes, comment, excluded, created_at) FROM STDIN"
         ) as copy:
             for k in range(judgments):
                 copy.write_row(
@@ -176,6 +187,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
                         "",
                         "{}",
                         "",
+                        False,
                         "2026-01-01",
                     )
                 )
@@ -184,7 +196,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
             'COPY judges_judgecall (run_id, pair_id, "order", status, request, raw_output, '
             "likert_shown, likert, preference, verdict_label, values, parse_error, refusal, "
             "error, tokens_in, tokens_out, cost_usd, model_version_reported, attempts, "
-            "created_at) FROM STDIN"
+            "lease_token, unrecorded_requests, created_at) FROM STDIN"
         ) as copy:
             for run in runs:
                 idx = np.arange(per_run)
@@ -217,6 +229,8 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
                                 0,
                                 "",
                                 1,
+                                "",
+                                0,
                                 "2026-01-01",
                             )
                         )

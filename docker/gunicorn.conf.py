@@ -37,6 +37,9 @@ worker_tmp_dir = os.environ.get(
 # Only the reverse proxy may say which client and scheme a request came from.
 forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1")
 # "-" writes to stdout; an empty value turns the access log off.
+# No runtime control socket: its default path ($HOME/.gunicorn/gunicorn.ctl) is one per user,
+# so a second server on the machine would fail to start, and nothing here uses it.
+control_socket_disable = True
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info").lower()
