@@ -21,7 +21,7 @@ from annotation.selectors.work import (
     Progress,
     WorkItem,
     work_item_build,
-    worker_get_for_user,
+    worker_get_in_study,
     worker_progress,
 )
 from annotation.services.assignments import assignment_claim_next
@@ -64,12 +64,11 @@ class WorkerApi(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        study = Study.objects.filter(slug=kwargs["slug"]).first()
-        if study is None:
-            raise NotFound("No such study.")
-        worker = worker_get_for_user(study=study, user_id=request.user.pk)
+        # The worker and the study in one query: either missing is the same 404.
+        worker = worker_get_in_study(slug=kwargs["slug"], user_id=request.user.pk)
         if worker is None:
             raise NotFound("No such study.")
+        study = worker.study
         if not worker.session_key or worker.session_key != request.session.session_key:
             raise PermissionDenied("This study is open in another session.")
         if worker.consented_at is None:

@@ -81,12 +81,18 @@ def worker_get_for_user(*, study: Study, user_id: int | None) -> Worker | None:
     return Worker.objects.select_related("study").filter(study=study, user_id=user_id).first()
 
 
+def worker_get_in_study(*, slug: str, user_id: int | None) -> Worker | None:
+    """The worker profile a logged-in user holds in the study with this slug, with the study,
+    in one query; None when there is no such study or the user holds no profile in it."""
+    if user_id is None:
+        return None
+    return Worker.objects.select_related("study").filter(study__slug=slug, user_id=user_id).first()
+
+
 def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> Assignment | None:
     """One of the worker's own assignments; another worker's id finds nothing."""
     return (
-        Assignment.objects.select_related(
-            "pair", "pair__prompt", "pair__answer_a", "pair__answer_b", "study"
-        )
+        Assignment.objects.select_related(*ITEM_RELATED)
         .filter(worker=worker, public_id=public_id)
         .first()
     )
@@ -126,8 +132,18 @@ class WorkItem:
     expires_at: datetime
 
 
+# What an item shows, read with its assignment in one joined query.
+ITEM_RELATED = ("study", "pair__prompt", "pair__answer_a", "pair__answer_b")
+
+
 def work_item_build(*, assignment: Assignment) -> WorkItem:
-    """Render one assignment for its worker: prompt turns and both answers in shown order."""
+    """Render one assignment for its worker: prompt turns and both answers in shown order.
+
+    An assignment whose pair is not loaded yet (as the claim returns it) is read again with its
+    pair, prompt, both answers and study in one joined query.
+    """
+    if not Assignment._meta.get_field("pair").is_cached(assignment):
+        assignment = Assignment.objects.select_related(*ITEM_RELATED).get(pk=assignment.pk)
     pair = assignment.pair
     upto = max(pair.turn, 1)
 

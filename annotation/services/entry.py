@@ -29,6 +29,8 @@ from config.clientaddr import client_address
 # A session counts as in use while it was seen within this many seconds (or the study's time
 # limit, when longer): a worker who lost their browser can come back after that.
 SESSION_IDLE_SECONDS = 300
+# How stale a worker's last_seen_at may get before a request writes it again.
+LAST_SEEN_EVERY_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -276,5 +278,15 @@ def worker_session_bind(*, worker: Worker, session_key: str) -> None:
 
 
 def worker_seen(*, worker: Worker) -> None:
-    """Note that the worker's bound session is in use now."""
-    Worker.objects.filter(pk=worker.pk).update(last_seen_at=timezone.now())
+    """Note that the worker's bound session is in use now.
+
+    Written at most every LAST_SEEN_EVERY_SECONDS (well inside SESSION_IDLE_SECONDS, which is
+    all that reads it), so that most requests write nothing here.
+    """
+    now = timezone.now()
+    if worker.last_seen_at is not None and now - worker.last_seen_at < timedelta(
+        seconds=LAST_SEEN_EVERY_SECONDS
+    ):
+        return
+    Worker.objects.filter(pk=worker.pk).update(last_seen_at=now)
+    worker.last_seen_at = now

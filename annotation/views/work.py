@@ -31,7 +31,7 @@ from annotation.rendering import markdown_render_safe
 from annotation.selectors.work import (
     assignment_get_for_worker,
     work_item_build,
-    worker_get_for_user,
+    worker_get_in_study,
     worker_held_until,
     worker_progress,
 )
@@ -128,13 +128,13 @@ class WorkerView(View):
     def _checked_dispatch(
         self, request: HttpRequest, *args: Any, **kwargs: Any
     ) -> HttpResponseBase:
-        study = Study.objects.filter(slug=kwargs["slug"]).first()
-        if study is None:
-            raise Http404("No such study.")
-        worker = worker_get_for_user(
-            study=study, user_id=request.user.pk if request.user.is_authenticated else None
+        # The worker and the study in one query; the study alone only to say which is missing.
+        worker = worker_get_in_study(
+            slug=kwargs["slug"], user_id=request.user.pk if request.user.is_authenticated else None
         )
         if worker is None:
+            if not Study.objects.filter(slug=kwargs["slug"]).exists():
+                raise Http404("No such study.")
             return refused(
                 request,
                 "Please open this study from the link your panel gave you.",
@@ -145,9 +145,9 @@ class WorkerView(View):
                 "This study was opened in another window or device; please continue there.",
             )
         worker_seen(worker=worker)
-        self.study, self.worker = study, worker
+        self.study, self.worker = worker.study, worker
         if self.needs_consent and worker.consented_at is None:
-            return redirect("work:consent", slug=study.slug)
+            return redirect("work:consent", slug=worker.study.slug)
         return super().dispatch(request, *args, **kwargs)
 
 
