@@ -107,6 +107,8 @@ def forms_of(study: Study) -> dict[str, bool]:
     return {
         "likert": study.form_likert and not study.form_rationale_only,
         "values": study.form_values or study.form_rationale_only,
+        # True: a preference needs at least one of the seven values; False: they are optional.
+        "values_required": study.values_required,
         "rationale_only": study.form_rationale_only,
         "acceptability": study.form_acceptability,
         "axes": study.form_axes,

@@ -55,6 +55,7 @@ def test_next_returns_an_item_with_opaque_id_texts_by_side_and_the_forms(
     assert set(body["item"]) == {"id", "prompt", "left", "right", "winner_side", "expires_at"}
     assert body["item"]["prompt"][0]["html"].startswith("<p>Q")
     assert body["forms"]["likert"] and body["forms"]["values"]
+    assert body["forms"]["values_required"] is True  # the rule the form enforces, said
     assert body["progress"] == {"done": 0, "target": 2}
     assignment = Assignment.objects.get(public_id=body["item"]["id"])
     assert assignment.worker.external_id == "PID1"
