@@ -137,9 +137,12 @@ class JudgeAdmin(admin.ModelAdmin):
     def readiness(self, judge: Judge) -> str:
         return judge_readiness(judge=judge) or "ready"
 
-    @admin.display(description="key variable set", boolean=True)
+    @admin.display(description="key set", boolean=True)
     def key_is_set(self, obj: Judge) -> bool | None:
-        # Says only whether the variable exists in this process's environment; never its value.
+        # Says only whether a key exists (pasted, stored encrypted, or the variable in this
+        # process's environment); never its value.
+        if obj.api_key_encrypted:
+            return True
         if not obj.api_key_env:
             return None
         return bool(os.environ.get(obj.api_key_env))
