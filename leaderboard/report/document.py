@@ -9,7 +9,6 @@ are listed in docs/analysis.md ("Schema changelog").
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import typing
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from config import csvsafe
 from leaderboard.parallel import run_parallel
 from leaderboard.report.base import (
     HUMAN,
@@ -181,7 +181,7 @@ def report_plot(report: Report, name: str) -> Plot | None:
 def table_to_csv(table: Table) -> bytes:
     """The table as CSV bytes with a header row; empty cells for missing values."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csvsafe.writer(out, lineterminator="\n")
     writer.writerow(table.columns)
     for row in table.rows:
         writer.writerow(["" if v is None else v for v in row])
@@ -221,7 +221,7 @@ def payload_flatten(payload: Mapping[str, Any]) -> list[tuple[str, Any]]:
 def payload_to_csv(payload: Mapping[str, Any]) -> bytes:
     """A payload as CSV bytes: one line per leaf, ``path,value`` (paths as in the JSON)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csvsafe.writer(out, lineterminator="\n")
     writer.writerow(["path", "value"])
     for path, value in payload_flatten(payload):
         writer.writerow([path, "" if value is None else json.dumps(value)])

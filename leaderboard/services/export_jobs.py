@@ -11,7 +11,6 @@ over the same temporary name.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import secrets
@@ -30,6 +29,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.models import Study
+from config import csvsafe
 from config.celery import app as celery_app
 from config.queues import Queue
 from judges.services.queueing import BrokerUnavailable, broker_check
@@ -175,7 +175,7 @@ def _write_report(job: ExportJob, out: IO[bytes]) -> int:
         return len(rows)
     text = io.TextIOWrapper(out, encoding="utf-8", newline="")
     if job.format == ExportJob.Format.CSV:
-        writer = csv.writer(text, lineterminator="\n")
+        writer = csvsafe.writer(text, lineterminator="\n")
         writer.writerow(REPORT_SCHEMA.names)
         writer.writerows(rows)
     else:
