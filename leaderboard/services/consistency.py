@@ -22,10 +22,10 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 from annotation.models import ContrastPair, ContrastSet, HumanJudgment, Pair, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
-from judges.reward.scoring import likert_from_probability, probability_b
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
@@ -368,13 +368,6 @@ def _pair_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"pair_id": first.index.to_numpy(), "label": label})
 
 
-def score_verdict(score_a: float, score_b: float) -> str:
-    """A score judge's collapsed verdict on a pair: P(B better) = sigmoid(h_B - h_A) on the PL
-    judge's Likert rule (`judges.reward.scoring`), collapsed with ties (1-3 A, 4-5 tie, 6-8 B)."""
-    likert = likert_from_probability(probability_b(score_a, score_b))
-    return str(collapse([likert], ties=True)[0])
-
-
 def _agreement(
     answer_scores: Mapping[int, float],
     pairs: pd.DataFrame,
@@ -382,17 +375,21 @@ def _agreement(
     confidence: float,
 ) -> Proportion:
     """Share of people's votes on pairs with both answers scored that match the score verdict."""
-    verdict: dict[int, str] = {}
-    for pair_id, a, b in pairs[["pair_id", "answer_a", "answer_b"]].itertuples(index=False):
-        if a in answer_scores and b in answer_scores:
-            verdict[int(pair_id)] = score_verdict(answer_scores[a], answer_scores[b])
-    agree = total = 0
-    for pair_id, label in human[["pair_id", "label"]].itertuples(index=False):
-        found = verdict.get(int(pair_id))
-        if found is not None:
-            total += 1
-            agree += found == str(label)
-    return wilson_interval(agree, total, confidence)
+    scored = pd.Series(answer_scores, dtype=np.float64)
+    frame = pairs[["pair_id", "answer_a", "answer_b"]].assign(
+        h_a=lambda f: f["answer_a"].map(scored), h_b=lambda f: f["answer_b"].map(scored)
+    )
+    frame = frame.dropna(subset=["h_a", "h_b"])
+    # P(B better) = sigmoid(h_B - h_A) on the PL judge's Likert rule (judges.reward.scoring),
+    # collapsed with ties: likert = min(8, floor(8 P) + 1); 1-3 A, 4-5 tie, 6-8 B.
+    p = expit(frame["h_b"].to_numpy() - frame["h_a"].to_numpy())
+    likert = np.minimum(8, np.floor(8 * p).astype(np.int64) + 1)
+    verdict = pd.Series(collapse(likert, ties=True), index=frame["pair_id"].to_numpy())
+    votes = human[human["pair_id"].isin(verdict.index)]
+    agree = int(
+        (votes["label"].astype(str).to_numpy() == verdict.loc[votes["pair_id"]].to_numpy()).sum()
+    )
+    return wilson_interval(agree, len(votes), confidence)
 
 
 def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> Intransitivity:

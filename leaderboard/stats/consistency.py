@@ -15,8 +15,7 @@ Everything here is pure: arrays and DataFrames in, frozen dataclasses out.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -388,33 +387,69 @@ def intransitive_triples(
     unknown = sorted({str(v) for v in verdicts[label].unique()} - set(_LABELS))
     if unknown:
         raise ValueError(f"unknown verdict labels: {unknown}")
-    beats: dict[Hashable, dict[frozenset[Hashable], Hashable | None]] = defaultdict(dict)
-    for g, x, y, lab in verdicts[[group, first, second, label]].itertuples(index=False):
-        if x == y:
-            raise ValueError(f"group {g!r}: item {x!r} is compared with itself")
-        key = frozenset((x, y))
-        if key in beats[g]:
-            raise ValueError(
-                f"group {g!r}: the pair ({x!r}, {y!r}) has more than one verdict; "
-                "collapse votes to one verdict per pair first"
-            )
-        beats[g][key] = x if lab == "A" else y if lab == "B" else None
+    n = len(verdicts)
+    groups, _ = pd.factorize(verdicts[group].to_numpy(dtype=object))
+    items, item_values = pd.factorize(
+        np.concatenate(
+            [verdicts[first].to_numpy(dtype=object), verdicts[second].to_numpy(dtype=object)]
+        )
+    )
+    x, y = items[:n], items[n:]
+    same = np.flatnonzero(x == y)
+    if same.size:
+        row = verdicts.iloc[int(same[0])]
+        raise ValueError(f"group {row[group]!r}: item {row[first]!r} is compared with itself")
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    twice = pd.DataFrame({"g": groups, "lo": lo, "hi": hi}).duplicated(keep="first").to_numpy()
+    if twice.any():
+        row = verdicts.iloc[int(np.flatnonzero(twice)[0])]
+        raise ValueError(
+            f"group {row[group]!r}: the pair ({row[first]!r}, {row[second]!r}) has more than one "
+            "verdict; collapse votes to one verdict per pair first"
+        )
+    # Orient every edge from its smaller item code: +1 when that item won, -1 when it lost, 0 tie.
+    labels = verdicts[label].astype(str).to_numpy()
+    sign = np.where(labels == "tie", 0, np.where((labels == "A") == (x == lo), 1, -1))
+    # Each group's items numbered 0..k-1 in code order (the order does not change the counts).
+    nodes = pd.DataFrame({"g": np.concatenate([groups, groups]), "item": np.concatenate([lo, hi])})
+    nodes = nodes.drop_duplicates().sort_values(["g", "item"], kind="stable")
+    local = nodes.groupby("g").cumcount().to_numpy()
+    size_of = nodes.groupby("g").size()
+    key = nodes["g"].to_numpy() * (len(item_values) + 1) + nodes["item"].to_numpy()
+    order = np.argsort(key, kind="stable")
 
+    def local_of(item: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        at = np.searchsorted(key[order], groups * (len(item_values) + 1) + item)
+        return np.asarray(local[order][at], dtype=np.int64)
+
+    a_local, b_local = local_of(lo), local_of(hi)
+    size = size_of.reindex(groups).to_numpy()
     decided = cyclic = tied = 0
-    for edges in beats.values():
-        items = sorted({item for key in edges for item in key}, key=repr)
-        for trio in itertools.combinations(items, 3):
-            keys = [frozenset(p) for p in itertools.combinations(trio, 2)]
-            if not all(k in edges for k in keys):
-                continue
-            winners = [edges[k] for k in keys]
-            if any(w is None for w in winners):
-                tied += 1
-                continue
-            decided += 1
-            # A 3-cycle is the one outcome where every item wins exactly once.
-            if len(set(winners)) == 3:
-                cyclic += 1
+    for k in sorted(int(v) for v in np.unique(size_of.to_numpy()) if v >= 3):
+        in_k = size == k
+        group_ids, row_group = np.unique(groups[in_k], return_inverse=True)
+        # state[g, i, j] for i < j: 0 not judged, 1 i won, 2 j won, 3 tie.
+        state = np.zeros((group_ids.size, k, k), dtype=np.int8)
+        edge_sign = sign[in_k]
+        state[row_group, a_local[in_k], b_local[in_k]] = np.where(
+            edge_sign == 1, 1, np.where(edge_sign == -1, 2, 3)
+        )
+        trios = np.array(list(itertools.combinations(range(k), 3)), dtype=np.int64)
+        # In chunks of groups, so that groups x triples stays a few million cells.
+        step = max(1, 4_000_000 // len(trios))
+        for begin in range(0, group_ids.size, step):
+            part = state[begin : begin + step]
+            ab = part[:, trios[:, 0], trios[:, 1]]
+            bc = part[:, trios[:, 1], trios[:, 2]]
+            ac = part[:, trios[:, 0], trios[:, 2]]
+            judged = (ab > 0) & (bc > 0) & (ac > 0)
+            with_tie = judged & ((ab == 3) | (bc == 3) | (ac == 3))
+            clean = judged & ~with_tie
+            # a > b > c > a, or the reverse cycle.
+            cycle = ((ab == 1) & (bc == 1) & (ac == 2)) | ((ab == 2) & (bc == 2) & (ac == 1))
+            decided += int(clean.sum())
+            tied += int(with_tie.sum())
+            cyclic += int((clean & cycle).sum())
     return Intransitivity(
         triples=decided,
         intransitive=cyclic,

@@ -20,7 +20,7 @@ from annotation.services.contrast import (
 )
 from annotation.services.pairs import PairsGenerationError, gold_pairs_generate, pairs_generate
 from tests.annotation.work_helpers import enter_and_consent
-from tests.conftest import Cast
+from tests.conftest import PASSWORD, Cast
 
 SECRET_SYSTEM = "Zyzzyva-Quokka-9000"
 
@@ -225,3 +225,21 @@ def test_a_worker_page_shows_no_trace_of_a_contrast_item(cast: Cast) -> None:
         for item in items:
             # No database id of an item, its contrast pair or its answers either.
             assert f"/{item.pk}/" not in text
+
+
+def test_a_researcher_makes_contrast_items_from_the_pairs_page_or_learns_how_to_build_a_set(
+    cast: Cast,
+) -> None:
+    client = Client()
+    assert client.login(username=cast.researcher.username, password=PASSWORD)
+    page = f"/studies/{cast.study.slug}/pairs/"
+    form = {"strategy": "contrast", "turns": "all", "seed": 5}
+
+    refused = client.post(page, form, follow=True).content.decode()
+    assert "no contrast set for seed 5" in refused and "build_contrast_set" in refused
+    assert not Pair.objects.exists()
+
+    rows = make_prompts(cast.study, 2)
+    store(cast.study, [spec(rows[0], rows[1])], seed=5)
+    client.post(page, form)
+    assert Pair.objects.filter(study=cast.study, source=Pair.Source.CONTRAST).count() == 2

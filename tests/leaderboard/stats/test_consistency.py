@@ -237,3 +237,41 @@ def test_a_random_judge_makes_about_one_triple_in_four_intransitive() -> None:
 def test_two_verdicts_on_one_pair_of_a_group_are_refused() -> None:
     with pytest.raises(ValueError, match=r"group 'p': the pair \('b', 'a'\) has more than one"):
         intransitive_triples(_frame([("p", "a", "b", "A"), ("p", "b", "a", "A")]))
+
+
+def reference_triples(rows: list[tuple[str, str, str, str]]) -> tuple[int, int, int]:
+    """(decided, cyclic, tied) triples counted the plain way: every three items of a group."""
+    edges: dict[str, dict[frozenset[str], str | None]] = {}
+    for g, x, y, label in rows:
+        edges.setdefault(g, {})[frozenset((x, y))] = (
+            x if label == "A" else y if label == "B" else None
+        )
+    decided = cyclic = tied = 0
+    for found in edges.values():
+        items = sorted({item for key in found for item in key})
+        for trio in itertools.combinations(items, 3):
+            keys = [frozenset(p) for p in itertools.combinations(trio, 2)]
+            if not all(k in found for k in keys):
+                continue
+            winners = [found[k] for k in keys]
+            if None in winners:
+                tied += 1
+            else:
+                decided += 1
+                cyclic += len(set(winners)) == 3
+    return decided, cyclic, tied
+
+
+def test_the_triple_count_equals_the_plain_count_with_ties_gaps_and_groups_of_every_size() -> None:
+    rng = np.random.default_rng(3)
+    rows = []
+    for g in range(300):
+        items = [f"i{k}" for k in rng.permutation(int(rng.integers(1, 9)))]
+        for x, y in itertools.combinations(items, 2):
+            if rng.random() < 0.15:
+                continue  # a pair nobody judged
+            label = str(rng.choice(["A", "B", "tie"], p=[0.45, 0.45, 0.1]))
+            rows.append((f"g{g}", x, y, label))
+    result = intransitive_triples(_frame(rows))
+    assert (result.triples, result.intransitive, result.tied_triples) == reference_triples(rows)
+    assert result.triples > 1000
