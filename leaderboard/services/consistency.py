@@ -408,12 +408,15 @@ def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> 
 def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInvariance:
     if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
         return swap_invariance([], [], order_invariant=True)
-    wide = calls.pivot_table(index="pair_id", columns="order", values="label", aggfunc="first")
-    if "ab" not in wide.columns or "ba" not in wide.columns:
-        return swap_invariance([], [], confidence=confidence)
-    both = wide.dropna(subset=["ab", "ba"])
+    by_order = [
+        calls.loc[calls["order"] == order, ["pair_id", "label"]].drop_duplicates("pair_id")
+        for order in ("ab", "ba")
+    ]
+    both = by_order[0].merge(by_order[1], on="pair_id", suffixes=("_ab", "_ba"))
     return swap_invariance(
-        both["ab"].astype(str).tolist(), both["ba"].astype(str).tolist(), confidence=confidence
+        both["label_ab"].to_numpy(dtype=object),
+        both["label_ba"].to_numpy(dtype=object),
+        confidence=confidence,
     )
 
 

@@ -335,10 +335,11 @@ def swap_invariance(
     second = np.asarray(backward, dtype=object)
     if first.shape != second.shape or first.ndim != 1:
         raise ValueError("forward and backward must be two lists of the same length")
-    unknown = sorted({str(v) for v in [*first.tolist(), *second.tolist()]} - set(_LABELS))
-    if unknown:
-        raise ValueError(f"unknown verdict labels: {unknown}")
-    same = int((first == second).sum())
+    codes, seen = pd.factorize(np.concatenate([first, second]))
+    unknown = sorted({str(v) for v in seen} - set(_LABELS))
+    if unknown or (codes < 0).any():
+        raise ValueError(f"unknown verdict labels: {unknown or ['None']}")
+    same = int((codes[: first.size] == codes[first.size :]).sum())
     return SwapInvariance(False, wilson_interval(same, int(first.size), confidence))
 
 
