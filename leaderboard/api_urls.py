@@ -7,6 +7,7 @@ from rest_framework.renderers import JSONOpenAPIRenderer
 from rest_framework.schemas import get_schema_view
 
 from config.lazyviews import lazy_view
+from config.permissions import IsResearcherOrAdmin
 
 app_name = "leaderboard_api"
 
@@ -45,6 +46,8 @@ urlpatterns = [
             # Only this API: the annotators' work API is a different audience and document.
             patterns=[path("api/v1/", include((api_patterns, app_name)))],
             renderer_classes=[JSONOpenAPIRenderer],
+            # Annotators never read it (nor the API it describes).
+            permission_classes=[IsResearcherOrAdmin],
         ),
         name="schema",
     ),

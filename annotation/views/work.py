@@ -210,10 +210,11 @@ def _item_context(
     view: WorkerView, assignment: Assignment, *, posted: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     study = view.study
+    progress = worker_progress(worker=view.worker)
     return {
         "study": study,
         "item": work_item_build(assignment=assignment),
-        "progress": worker_progress(worker=view.worker),
+        "progress": progress,
         "submission_id": (posted or {}).get("submission_id") or uuid.uuid4(),
         "likert_choices": LIKERT_CHOICES,
         "seven_values": SEVEN_VALUES,
@@ -222,8 +223,17 @@ def _item_context(
         "axis_choices": AXIS_CHOICES,
         "ask_values": study.form_values or study.form_rationale_only,
         "posted": posted or {},
-        "warned": view.worker.state == Worker.State.WARNED,
+        "warned": _gold_warning_due(view.worker, progress.done),
     }
+
+
+# The gold warning shows only at every GOLD_WARNING_EVERY-th item: shown right after the gold
+# judgment that caused it, it would tell the worker which item was gold.
+GOLD_WARNING_EVERY = 5
+
+
+def _gold_warning_due(worker: Worker, done: int) -> bool:
+    return worker.state == Worker.State.WARNED and done > 0 and done % GOLD_WARNING_EVERY == 0
 
 
 class ItemView(WorkerView):

@@ -1,0 +1,47 @@
+"""Low findings: the API schema is not for annotators; the gold warning names no item."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.test import Client
+
+from annotation.models import Worker
+from annotation.services.assignments import assignment_claim_next
+from annotation.services.workers import worker_consent
+from tests.annotation.work_helpers import make_pairs, submit
+from tests.conftest import PASSWORD, Cast
+
+
+def test_annotators_cannot_read_the_api_schema(cast: Cast) -> None:
+    worker = Client()
+    assert worker.login(username="wendy-worker", password=PASSWORD)
+    assert worker.get("/api/v1/schema/").status_code == 403
+    researcher = Client()
+    assert researcher.login(username="rhea-researcher", password=PASSWORD)
+    assert researcher.get("/api/v1/schema/").status_code == 200
+
+
+def test_the_gold_warning_appears_only_at_checkpoints_not_after_the_gold_item(cast: Cast) -> None:
+    study = cast.study
+    study.gold_share = Decimal(0)
+    study.target_per_worker = 20
+    study.save()
+    make_pairs(study, 12)
+    worker = cast.worker_one
+    worker_consent(worker=worker)
+    assert worker.user is not None
+    client = Client()
+    client.force_login(worker.user)
+    Worker.objects.filter(pk=worker.pk).update(session_key=client.session.session_key)
+    shown = []
+    for done in range(7):
+        if done == 1:  # as if the first judgment was a failed gold item
+            Worker.objects.filter(pk=worker.pk).update(state=Worker.State.WARNED)
+        assignment = assignment_claim_next(worker=worker)
+        assert assignment is not None
+        page = client.get(f"/work/{study.slug}/item/{assignment.public_id}/").content.decode()
+        shown.append("did not match" in page)
+        submit(assignment, likert_shown=2)
+    # Right after the gold item (done = 1) nothing; at the 5th item, in aggregate.
+    assert shown == [False, False, False, False, False, True, False]
