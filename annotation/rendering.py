@@ -8,6 +8,7 @@ and mailto targets. The worker pages also send a Content-Security-Policy as a th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,12 +64,28 @@ def _image_as_text(
 _markdown.add_render_rule("image", _image_as_text)
 
 
-def markdown_render_safe(text: str) -> str:
-    """Return sanitised HTML for a markdown text written by a model or a person."""
+_LINK = re.compile(r'<a href="([^"]*)"[^>]*>(.*?)</a>', re.DOTALL)
+
+
+def _link_as_text(match: re.Match[str]) -> str:
+    href, label = match.group(1), match.group(2)
+    return label if label == href else f"{label} ({href})"
+
+
+def markdown_render_safe(text: str, *, links_as_text: bool = False) -> str:
+    """Return sanitised HTML for a markdown text written by a model or a person.
+
+    With `links_as_text` (a study option for workers), a link is shown as its text followed by
+    its target in brackets, and nothing is clickable.
+    """
     html = _markdown.render(text or "")
+    tags = set(ALLOWED_TAGS)
+    if links_as_text:
+        html = _LINK.sub(_link_as_text, html)
+        tags.discard("a")
     return nh3.clean(
         html,
-        tags=set(ALLOWED_TAGS),
+        tags=tags,
         clean_content_tags={"script", "style"},
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=set(URL_SCHEMES),

@@ -147,9 +147,11 @@ def work_item_build(*, assignment: Assignment) -> WorkItem:
     pair = assignment.pair
     upto = max(pair.turn, 1)
 
+    links_as_text = assignment.study.links_as_text
+
     def turns(texts: list[str]) -> tuple[Turn, ...]:
         return tuple(
-            Turn(number=i + 1, html=markdown_render_safe(text))
+            Turn(number=i + 1, html=markdown_render_safe(text, links_as_text=links_as_text))
             for i, text in enumerate((texts or [])[:upto])
         )
 

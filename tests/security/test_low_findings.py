@@ -45,3 +45,28 @@ def test_the_gold_warning_appears_only_at_checkpoints_not_after_the_gold_item(ca
         submit(assignment, likert_shown=2)
     # Right after the gold item (done = 1) nothing; at the 5th item, in aggregate.
     assert shown == [False, False, False, False, False, True, False]
+
+
+def test_a_study_may_show_links_in_answers_as_plain_text(cast: Cast) -> None:
+    from annotation.models import Answer
+    from annotation.selectors.work import work_item_build
+
+    study = cast.study
+    study.gold_share = Decimal(0)
+    study.links_as_text = True
+    study.save()
+    (pair,) = make_pairs(study, 1)
+    Answer.objects.filter(pk=pair.answer_a_id).update(
+        turns=["Read [this guide](https://evil.example/phish) first."]
+    )
+    assignment = assignment_claim_next(worker=cast.worker_one)
+    assert assignment is not None
+    item = work_item_build(assignment=assignment)
+    html = "".join(turn.html for turn in (*item.left_turns, *item.right_turns))
+    assert "<a " not in html
+    assert "this guide (https://evil.example/phish)" in html
+    study.links_as_text = False
+    study.save()
+    assignment.refresh_from_db()
+    again = work_item_build(assignment=type(assignment).objects.get(pk=assignment.pk))
+    assert "<a href" in "".join(t.html for t in (*again.left_turns, *again.right_turns))
