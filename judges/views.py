@@ -16,7 +16,7 @@ from django.views import View
 from annotation.models import Study
 from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
 from judges.forms import RunResumeForm, RunStartForm
-from judges.models import JudgeCall, JudgeRun
+from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.judges import judge_list_for_study
 from judges.selectors.runs import (
     judge_call_get,
@@ -69,7 +69,14 @@ class RunListView(ResearcherRequiredMixin, View):
         except ValidationError as exc:
             messages.error(request, "; ".join(exc.messages))
             return self._render(request, study, form, status=400)
-        messages.success(request, f"Run {run.pk} started: {run.calls.count()} calls queued.")
+        if run.judge.kind == Judge.Kind.PL:
+            messages.success(
+                request,
+                f"Run {run.pk} queued: a reward_model worker scores each answer once, then "
+                "writes one call per pair.",
+            )
+        else:
+            messages.success(request, f"Run {run.pk} started: {run.calls.count()} calls queued.")
         return redirect("judges:run_detail", slug=study.slug, run_id=run.pk)
 
     def _render(

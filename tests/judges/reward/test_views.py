@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from judges.models import PLTraining
+from judges.models import JudgeRun, PLTraining
 from judges.reward.services import pl_training_execute
 from tests.conftest import PASSWORD, Cast
 from tests.judges.reward.conftest import ranked_study
@@ -110,3 +110,21 @@ def test_outsiders_and_annotators_do_not_reach_the_training_pages(
         assert client.get(url).status_code in (403, 404), url
     client.post(reverse("judges:pl_training_cancel", args=[slug, training.pk]))
     assert PLTraining.objects.get().status == PLTraining.Status.PENDING
+
+
+def test_a_pl_judge_is_started_from_the_judge_page_and_queued_for_its_worker(
+    client: Client, cast: Cast, reward_dirs: Path
+) -> None:
+    ranked_study(cast.study, prompts=2)
+    login(client, cast)
+    slug = cast.study.slug
+    client.post(reverse("judges:pl_training_list", args=[slug]), FORM)
+    pl_training_execute(training_id=PLTraining.objects.get().pk)
+    judge = PLTraining.objects.get().judge
+    assert judge is not None
+    response = client.post(
+        reverse("judges:run_list", args=[slug]), {"judge": judge.pk}, follow=True
+    )
+    run = JudgeRun.objects.get(judge=judge)
+    assert run.status == JudgeRun.Status.PENDING
+    assert b"scores each answer once" in response.content
