@@ -52,6 +52,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT, compressed and cached, by the app itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # 413 for a body over CONCORD_MAX_IMPORT_BYTES before anything reads it (config/uploads.py).
+    "config.uploads.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

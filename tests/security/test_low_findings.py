@@ -70,3 +70,19 @@ def test_a_study_may_show_links_in_answers_as_plain_text(cast: Cast) -> None:
     assignment.refresh_from_db()
     again = work_item_build(assignment=type(assignment).objects.get(pk=assignment.pk))
     assert "<a href" in "".join(t.html for t in (*again.left_turns, *again.right_turns))
+
+
+def test_an_upload_over_the_limit_is_refused_from_its_header_before_the_body_is_read(
+    cast: Cast, settings
+) -> None:
+    client = Client()
+    assert client.login(username="rhea-researcher", password=PASSWORD)
+    too_big = settings.CONCORD_MAX_IMPORT_BYTES + (2 << 20)
+    response = client.generic(
+        "POST",
+        f"/studies/{cast.study.slug}/import/",
+        b"--x\r\n",
+        content_type="multipart/form-data; boundary=x",
+        CONTENT_LENGTH=str(too_big),
+    )
+    assert response.status_code == 413 and b"too large" in response.content
