@@ -4,16 +4,16 @@ vote frames do not carry. Each is one `values_list` over one table, filtered as 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from django.db.models import F, Func, IntegerField, Q, Value
+from django.db.models import Count, F, Func, IntegerField, Q, Value
 from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, Study
-from judges.models import AnswerScore
+from judges.models import AnswerScore, Judge, JudgeCall
 from leaderboard.selectors import (
     EXPERT_PREFIX,
     StudyVotes,
@@ -71,6 +71,11 @@ class ReportExtras:
     scores: pd.DataFrame
     # The contrast items and the score judges' four-score consistency (docs/consistency.md).
     consistency: ConsistencyInputs = NO_CONSISTENCY_INPUTS
+    # Per imported run: calls with a verdict as published, and those marked "inconsistent"
+    # (MT-Bench's GPT-4 pair verdicts whose two orders disagreed): run_id, labelled, inconsistent.
+    inconsistent: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["run_id", "labelled", "inconsistent"])
+    )
 
 
 def _pair_filter(filters: VoteFilters, prefix: str = "") -> Q:
@@ -130,6 +135,28 @@ class ExtraRows:
     values: pd.DataFrame
     answers: pd.DataFrame
     scores: pd.DataFrame
+    inconsistent: pd.DataFrame
+
+
+def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
+    """Per imported run (verdicts as a source published them), how many calls carry a verdict
+    label and how many of those say "inconsistent"; one grouped count over those runs only."""
+    rows = (
+        JudgeCall.objects.filter(
+            _pair_filter(filters, "pair__"),
+            run_id__in=run_ids,
+            run__judge__kind=Judge.Kind.IMPORTED,
+        )
+        .exclude(verdict_label="")
+        .values("run_id")
+        .annotate(
+            labelled=Count("id"),
+            inconsistent=Count("id", filter=Q(verdict_label__icontains="inconsistent")),
+        )
+        .order_by("run_id")
+        .values_list("run_id", "labelled", "inconsistent")
+    )
+    return _records(rows, ["run_id", "labelled", "inconsistent"])
 
 
 def report_extra_rows_get(
@@ -162,7 +189,8 @@ def report_extra_rows_get(
         .values_list("run_id", "answer_id", "score"),
         ["run_id", "answer_id", "score"],
     )
-    return ExtraRows(values=values, answers=answers, scores=scores)
+    inconsistent = imported_inconsistency_get(filters=filters, run_ids=run_ids)
+    return ExtraRows(values=values, answers=answers, scores=scores, inconsistent=inconsistent)
 
 
 def report_extras_get(
@@ -200,13 +228,14 @@ def report_extras_get(
         answers=answers,
         scores=scores,
         consistency=consistency,
+        inconsistent=rows.inconsistent,
     )
 
 
 def extras_data_hash(*, extras: ReportExtras) -> str:
     """SHA-256 of the extra rows, in a fixed order (:func:`frame_hash_update`)."""
     digest = hashlib.sha256()
-    for name in ("lengths", "values", "answers", "scores"):
+    for name in ("lengths", "values", "answers", "scores", "inconsistent"):
         frame_hash_update(digest, name, getattr(extras, name))
     digest.update(extras.consistency.digest().encode())
     return digest.hexdigest()

@@ -3,6 +3,7 @@ histogram of shown Likert scores; Zheng et al. 2023, section 3.3, for the flip r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,12 @@ ORDER_INVARIANT_NOTE = (
 )
 
 
+MARKED_NOTE = (
+    "Marked inconsistent: for imported verdicts, the share the source itself marked "
+    '"inconsistent" (its two orders disagreed, as in MT-Bench\'s GPT-4 pair verdicts).'
+)
+
+
 @dataclass(frozen=True)
 class HumanBias:
     histogram: dict[int, int] | None
@@ -54,6 +61,9 @@ class JudgeBias:
     prefers_first: Proportion
     flip_rate: Proportion | None
     calls_with_order: int
+    # Imported verdicts only: the share the source itself marked "inconsistent" (its two orders
+    # disagreed; MT-Bench's GPT-4 pair verdicts), of those with a verdict label.
+    inconsistent: Proportion | None = None
     # A reward model scores each answer alone: its verdict cannot depend on the order shown.
     order_invariant: bool = False
 
@@ -149,16 +159,18 @@ class PositionBiasSection(Section[PositionBiasResult]):
 
     def compute(self, data: ReportData) -> PositionBiasResult:
         confidence = data.params.confidence
-        return PositionBiasResult(
-            human=_human_bias(data.votes.human, confidence),
-            judges={
-                s.name: _order_invariant(
-                    _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence),
-                    s.judge_kind,
-                )
-                for s in data.votes.sources
-            },
-        )
+        marked = data.extras.inconsistent.set_index("run_id")
+        judges = {}
+        for s in data.votes.sources:
+            bias = _order_invariant(
+                _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence), s.judge_kind
+            )
+            if s.run_id in marked.index:
+                row = marked.loc[s.run_id]
+                share = wilson_interval(int(row["inconsistent"]), int(row["labelled"]), confidence)
+                bias = dataclasses.replace(bias, inconsistent=share)
+            judges[s.name] = bias
+        return PositionBiasResult(human=_human_bias(data.votes.human, confidence), judges=judges)
 
     def dump(self, result: PositionBiasResult) -> dict[str, Any]:
         return {self.key: {HUMAN: to_json(result.human), **to_json(result.judges)}}
@@ -172,12 +184,12 @@ class PositionBiasSection(Section[PositionBiasResult]):
         rows: list[tuple[Any, ...]] = []
         for source in context.sources:
             first = result.human.prefers_first if source == HUMAN else None
-            flips = None
+            flips = marked = None
             if source != HUMAN:
                 judge = result.judges[source]
-                first, flips = judge.prefers_first, judge.flip_rate
+                first, flips, marked = judge.prefers_first, judge.flip_rate, judge.inconsistent
                 if judge.order_invariant:
-                    rows.append((source, ORDER_INVARIANT, None, None, None, None, None))
+                    rows.append((source, ORDER_INVARIANT, *([None] * 7)))
                     continue
             assert first is not None
             rows.append(
@@ -189,6 +201,8 @@ class PositionBiasSection(Section[PositionBiasResult]):
                     first.total,
                     flips.share if flips else None,
                     flips.total if flips else None,
+                    marked.share if marked else None,
+                    marked.total if marked else None,
                 )
             )
         return rows
@@ -207,6 +221,8 @@ class PositionBiasSection(Section[PositionBiasResult]):
                     "decisive judgments with order",
                     "flip rate",
                     "pairs in both orders",
+                    "marked inconsistent: share",
+                    "imported verdicts",
                 ),
                 tuple(self._rows(result, context)),
                 note=" ".join(

@@ -144,3 +144,23 @@ def test_resampling_prompts_widens_the_intervals_as_measured_on_mt_bench(
     board = by_prompt["leaderboards"]["sources"]["human"]
     assert board["bradley_terry_bootstrap"] == {"resample": "prompt", "rounds": 400}
     assert board["elo_bootstrap"] == {"resample": "vote", "rounds": 5}
+
+
+def test_the_position_section_shows_gpt4s_share_of_inconsistent_verdicts(
+    db: None, tmp_path: Path
+) -> None:
+    mtbench_load("mt-bench", 1)
+    report, _ = report_for(tmp_path, "--turn=1")
+    marked = report["position_bias"][MTBENCH_JUDGE_NAME]["inconsistent"]
+    # Counted straight from the file: GPT-4's turn-1 verdicts "tie (inconsistent)".
+    from tests.leaderboard.mtbench_data import mtbench_dir
+
+    rows = [
+        json.loads(line)
+        for line in (mtbench_dir() / "gpt4_pair.jsonl").read_text().splitlines()
+        if json.loads(line)["turn"] == 1
+    ]
+    inconsistent = sum("inconsistent" in row["winner"] for row in rows)
+    assert (marked["count"], marked["total"]) == (inconsistent, len(rows))
+    assert round(100 * marked["share"], 1) == 15.7
+    assert report["position_bias"]["human"].get("inconsistent") is None
