@@ -6,6 +6,9 @@ import math
 from typing import Any
 
 from django import template
+from django.utils.safestring import SafeString, mark_safe
+
+from annotation.rendering import markdown_render_safe
 
 register = template.Library()
 
@@ -40,3 +43,10 @@ def column_label(column: str, groups: tuple[tuple[str, int], ...]) -> str:
     if groups and ": " in column:
         return column.split(": ", 1)[1]
     return column
+
+
+@register.filter
+def markdown_safe(text: str) -> SafeString:
+    """A prompt's or answer's markdown as sanitised HTML, as the worker's page renders it
+    (annotation.rendering: markdown-it, then nh3 with an allow-list; scripts and handlers go)."""
+    return mark_safe(markdown_render_safe(str(text or "")))  # noqa: S308 - sanitised by nh3

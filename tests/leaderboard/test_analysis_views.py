@@ -257,3 +257,19 @@ def test_unit_detail_shows_every_judgment_and_call_and_is_404_elsewhere(
     other = reverse("leaderboard:study_unit", kwargs={"slug": "other-study", "pair_id": pair.pk})
     client.force_login(cast.admin)
     assert client.get(other).status_code == 404
+
+
+def test_unit_detail_renders_answers_as_safe_markdown_like_the_workers_page(
+    client: Client, cast: Cast, judged_study: Study
+) -> None:
+    pair = judged_study.pairs.order_by("pk").first()
+    assert pair is not None
+    hostile = "**bold** <script>alert(1)</script> <img src=x onerror=alert(1)>"
+    type(pair.answer_a).objects.filter(pk=pair.answer_a_id).update(turns=[hostile])
+    client.force_login(cast.researcher)
+    page = client.get(url(judged_study, "study_unit", pair_id=str(pair.pk))).content.decode()
+    answer = page[page.index('id="answer-a"') : page.index('id="answer-b"')]
+    assert "<strong>bold</strong>" in answer
+    # Raw HTML stays text: no live script or image tag reaches the page.
+    assert "<script" not in answer and "<img" not in answer
+    assert "&lt;script&gt;" in answer
