@@ -157,25 +157,25 @@ def wait_for(
         time.sleep(every)
 
 
+def _celery_pools_drop() -> None:
+    # Celery keeps its connection pools from their first use. Celery.close() would drop them but
+    # also unregister the app, so that shared tasks imported afterwards find no app.
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+
+
 @contextmanager
 def broker_url_set(url: str) -> Iterator[None]:
-    """Make this process's Celery app send to, and check, the broker at `url` for a while.
-
-    Celery derives the read and write URLs from `broker_url` when they are not set, so the
-    previous state is restored by dropping the overrides, not by pinning the values read.
-    """
+    """Make this process's Celery app send to, and check, the broker at `url` for a while."""
     conf = celery_app.conf
-    keys = ("broker_url", "broker_read_url", "broker_write_url")
-    saved = {key: conf.changes[key] for key in keys if key in conf.changes}
+    saved = (conf.broker_url, conf.broker_read_url, conf.broker_write_url)
     conf.broker_url = conf.broker_read_url = conf.broker_write_url = url
-    celery_app.close()
+    _celery_pools_drop()
     try:
         yield
     finally:
-        for key in keys:
-            conf.changes.pop(key, None)
-        conf.update(saved)
-        celery_app.close()
+        conf.broker_url, conf.broker_read_url, conf.broker_write_url = saved
+        _celery_pools_drop()
 
 
 def broker_purge(url: str, *queues: str) -> None:
