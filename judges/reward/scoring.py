@@ -7,6 +7,13 @@ judge call per pair, shown A first, in one transaction with the run's done statu
 order-invariant by construction (each answer is scored alone), which the judge records
 (`Judge.order_invariant`), so one order per pair says everything.
 
+A contrast item (`Pair.contrast` set) shows the prompt I_A with its own best answer r_A and the
+best answer r_B of another prompt I_B, and asks which answers I_A better. Its call compares
+h(I_A, r_A) with h(I_A, r_B): both answers are scored under the item's prompt. h(I_A, r_A) is
+r_A's stored score; the cross score h(I_A, r_B) is computed by the same task each time it runs
+(one per contrast item, so cheap) and kept on the call's `score_a`/`score_b` only, since an
+`AnswerScore` holds an answer's score under its own prompt.
+
 While its answers are scored the run stays *pending*: the LLM calls' reconciler looks only at
 running runs, and a pending run with no calls is neither re-queued nor marked done by it.
 
@@ -33,7 +40,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.models import Answer, Pair, Study
+from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
 from config.queues import Queue
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
@@ -195,17 +202,43 @@ def answers_score(*, run: JudgeRun, answer_ids: list[int]) -> dict[int, float]:
     return scores
 
 
-def pair_call(*, run: JudgeRun, pair_id: int, score_a: float, score_b: float) -> JudgeCall:
-    """The judge call of one pair derived from two answer scores (A shown first)."""
+def cross_scores(*, run: JudgeRun, items: list[tuple[int, int]]) -> dict[tuple[int, int], float]:
+    """h(I, r) of each (prompt id, answer id) in `items`, an answer scored under another
+    prompt (a contrast item's), with the run's model; nothing is stored."""
+    if not items:
+        return {}
+    from judges.reward.artifacts import artifact_load
+
+    model = artifact_load(str(run.judge.params["artifact"]))
+    prompts = dict(Prompt.objects.filter(pk__in={p for p, _ in items}).values_list("pk", "turns"))
+    answers = dict(Answer.objects.filter(pk__in={a for _, a in items}).values_list("pk", "turns"))
+    values = model.score(
+        [question_text(prompts[p]) for p, _ in items],
+        ["\n\n".join(answers[a] or []) for _, a in items],
+    )
+    return {item: float(v) for item, v in zip(items, values, strict=True)}
+
+
+def pair_call(
+    *, run: JudgeRun, pair_id: int, score_a: float, score_b: float, cross: bool = False
+) -> JudgeCall:
+    """The judge call of one pair derived from two answer scores (A shown first); `cross` says
+    that both were scored under the pair's prompt, one answer being another prompt's."""
     p = probability_b(score_a, score_b)
     likert = likert_from_probability(p)
     now = timezone.now()
+    request: dict[str, object] = {
+        "pl_artifact": run.judge.params.get("artifact", ""),
+        "order_invariant": True,
+    }
+    if cross:
+        request["scored_under_item_prompt"] = True
     return JudgeCall(
         run=run,
         pair_id=pair_id,
         order=JudgeCall.Order.A_FIRST,
         status=JudgeCall.Status.DONE,
-        request={"pl_artifact": run.judge.params.get("artifact", ""), "order_invariant": True},
+        request=request,
         raw_output=f"h_A={score_a:.6f} h_B={score_b:.6f} P(B better)={p:.6f}",
         likert_shown=likert,
         likert=likert,
@@ -230,13 +263,42 @@ def pl_run_execute(*, run_id: int) -> str:
         JudgeRun.objects.filter(pk=run_id, started_at__isnull=True).update(
             started_at=timezone.now()
         )
-    pairs = list(run.pairs.order_by("pk").values_list("pk", "answer_a_id", "answer_b_id"))
-    answer_ids = sorted({a for _, x, y in pairs for a in (x, y)})
+    pairs = list(
+        run.pairs.order_by("pk").values_list(
+            "pk", "prompt_id", "contrast_id", "answer_a_id", "answer_b_id"
+        )
+    )
+    answer_prompt = dict(
+        Answer.objects.filter(
+            pk__in={a for _, _, c, x, y in pairs if c is not None for a in (x, y)}
+        ).values_list("pk", "prompt_id")
+    )
+    foreign = sorted(
+        {
+            (p, a)
+            for _, p, c, x, y in pairs
+            if c is not None
+            for a in (x, y)
+            if answer_prompt[a] != p
+        }
+    )
+    answer_ids = sorted({a for _, _, _, x, y in pairs for a in (x, y)})
     try:
         scores = answers_score(run=run, answer_ids=answer_ids)
+        crossed = cross_scores(run=run, items=foreign)
+
+        def under(prompt_id: int, answer_id: int) -> float:
+            return crossed.get((prompt_id, answer_id), scores[answer_id])
+
         calls = [
-            pair_call(run=run, pair_id=pk, score_a=scores[a], score_b=scores[b])
-            for pk, a, b in pairs
+            pair_call(
+                run=run,
+                pair_id=pk,
+                score_a=under(p, a),
+                score_b=under(p, b),
+                cross=contrast is not None,
+            )
+            for pk, p, contrast, a, b in pairs
         ]
         with transaction.atomic():
             JudgeCall.objects.bulk_create(calls, batch_size=2000, ignore_conflicts=True)

@@ -441,7 +441,7 @@ def consistency_compute(
     invariance and transitivity from the other pairs (contrast items in `pairs`, `calls` or
     `majority` are left out). scores: a score judge's C_res and C_ins by run id
     (`score_consistency_read`); such a judge's C_res comes from its four scores, not from its
-    verdicts on contrast items (which compare each answer scored under its own prompt).
+    verdicts on contrast items (whose Likert bins have a tie band).
     """
     scores = scores or {}
     items = list(contrast.items)

@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from annotation.models import Answer, Pair
+from annotation.models import Answer, ContrastSet, Pair, Prompt
+from annotation.services.contrast import ContrastPairSpec, contrast_set_store
+from annotation.services.pairs import pairs_generate
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, PLTraining
 from judges.reward import artifacts, pipeline, scoring
+from judges.reward.data import question_text
 from judges.reward.scoring import likert_from_probability, pl_run_execute, probability_b
 from judges.reward.services import (
     TrainingRequest,
@@ -186,6 +189,47 @@ def test_a_pl_run_scores_each_answer_once_and_derives_one_call_per_pair(
     assert pl_run_execute(run_id=again.pk) == "done"
     assert JudgeCall.objects.filter(run=again).count() == 6
     assert AnswerScore.objects.filter(run=again).count() == 4
+
+
+@pytest.mark.django_db
+def test_a_pl_run_scores_both_answers_of_a_contrast_item_under_the_item_prompt(
+    cast: Cast, reward_dirs: Path
+) -> None:
+    ranked_study(cast.study, prompts=4)
+    judge = train(cast, epochs=10).judge
+    assert judge is not None
+    first, second = Prompt.objects.filter(study=cast.study).order_by("pk")[:2]
+    best_first, best_second = (prompt.answers.get(rank=1) for prompt in (first, second))
+    contrast_set_store(
+        study=cast.study,
+        seed=0,
+        low=0.75,
+        high=0.9,
+        best=ContrastSet.Best.FIRST_RANKED,
+        system=None,
+        backbone="test",
+        pairs=[ContrastPairSpec(first.pk, second.pk, best_first.pk, best_second.pk, 0.8)],
+    )
+    pairs_generate(study=cast.study, strategy="contrast")
+    items = list(Pair.objects.filter(study=cast.study, contrast__isnull=False))
+    assert len(items) == 2
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    assert pl_run_execute(run_id=run.pk) == "done"
+    model = artifacts.artifact_load(judge.params["artifact"])
+    own = dict(AnswerScore.objects.filter(run=run).values_list("answer_id", "score"))
+    for item in items:
+        call = JudgeCall.objects.get(run=run, pair=item)
+        question = question_text(item.prompt.turns)
+        texts = [item.answer_a.turns[0], item.answer_b.turns[0]]
+        h_a, h_b = (float(v) for v in model.score([question, question], texts))
+        assert (call.score_a, call.score_b) == pytest.approx((h_a, h_b))
+        assert call.likert == likert_from_probability(probability_b(h_a, h_b))
+        # The answer of the other prompt is scored under this item's prompt, not its own.
+        other = item.answer_b if item.answer_a.prompt_id == item.prompt_id else item.answer_a
+        under_item = h_b if other == item.answer_b else h_a
+        assert under_item != pytest.approx(own[other.pk])
+    # The stored scores stay each answer's score under its own prompt.
+    assert AnswerScore.objects.filter(run=run).count() == 16
 
 
 def _must_not_load(name: str) -> None:
