@@ -37,8 +37,8 @@ Resample = Literal["prompt", "vote"]
 # Work budgets that keep a large study's report within its time: a bootstrap's rounds are cut
 # (never below MIN_ROUNDS) so that rounds x battles (Elo) or rounds x prompts (Bradley-Terry
 # over prompts) stays under these; the report states the rounds it used.
-ELO_UPDATES_BUDGET = 100_000_000
-BT_PROMPT_DRAWS_BUDGET = 5_000_000
+ELO_UPDATES_BUDGET = 50_000_000
+BT_PROMPT_DRAWS_BUDGET = 2_000_000
 MIN_ROUNDS = 100
 
 
