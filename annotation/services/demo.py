@@ -77,7 +77,7 @@ def demo_setup() -> DemoSetup:
         slug=DEMO_SLUG,
         defaults={
             "name": "Demo: which answer is more helpful?",
-            "description": "31 prompts in 8 categories, 4 fictional systems, 6 ranked lists.",
+            "description": "34 prompts in 8 categories, 4 fictional systems, 6 ranked lists.",
             "instructions": DEMO_INSTRUCTIONS,
             "status": Study.Status.LIVE,
             "form_values": True,

@@ -23,7 +23,7 @@ def test_the_demo_study_flags_exactly_its_two_planted_identity_leaks() -> None:
 def test_the_demo_study_has_its_prompts_categories_and_gold_pairs() -> None:
     setup = demo_setup()
     prompts = Prompt.objects.filter(study=setup.study)
-    assert prompts.count() == 31
+    assert prompts.count() == 34
     assert len(set(prompts.values_list("category", flat=True))) == 8
     assert set(setup.study.systems.values_list("name", flat=True)) == {
         "atlas-large",
@@ -31,8 +31,8 @@ def test_the_demo_study_has_its_prompts_categories_and_gold_pairs() -> None:
         "cobalt-chat",
         "dune-7b",
     }
-    # 31 prompts x 6 system pairs at the last turn, less the pairs of the two flagged answers.
-    assert setup.pairs.created == 31 * 6 - 2 * 3
+    # 34 prompts x 6 system pairs at the last turn, less the pairs of the two flagged answers.
+    assert setup.pairs.created == 34 * 6 - 2 * 3
     gold = Pair.objects.filter(study=setup.study, is_gold=True)
     assert gold.exists()
     assert set(gold.values_list("prompt__category", flat=True)) == {"advice"}

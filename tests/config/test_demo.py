@@ -168,7 +168,7 @@ def logged_in(base: str, username: str, password: str) -> httpx.Client:
 
 
 def pair_count(output: str) -> int:
-    found = re.search(r"Demo study 'demo': 31 prompts, (\d+) pairs", output)
+    found = re.search(r"Demo study 'demo': 34 prompts, (\d+) pairs", output)
     assert found is not None, output
     return int(found.group(1))
 

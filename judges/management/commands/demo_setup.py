@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 
 from annotation.services.demo import demo_setup
 from judges.reward.demo import demo_pl_model_queue
-from judges.services.demo import demo_judges_ensure
+from judges.services.demo import demo_contrast_ensure, demo_judges_ensure
 from judges.services.judges import judge_readiness
 
 # What each printed log-in is for.
@@ -27,12 +27,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         base = options["base_url"].rstrip("/")
         setup = demo_setup()
+        contrast = demo_contrast_ensure(study=setup.study)
         judges = demo_judges_ensure()
         self.stdout.write(
             f"Demo study '{setup.study.slug}': {setup.study.prompts.count()} prompts, "
             f"{setup.study.pairs.count()} pairs ({setup.study.pairs.filter(is_gold=True).count()}"
             " gold)."
         )
+        self.stdout.write(contrast)
         slug = setup.study.slug
         self.stdout.write("")
         self.stdout.write(f"  Site:          {base}/")
