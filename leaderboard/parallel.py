@@ -15,12 +15,12 @@ from django.db import connection
 
 
 def database_threads_safe() -> bool:
-    """Whether reads may run on connections of their own: on PostgreSQL, outside a transaction.
+    """Whether reads may run on connections of their own: outside a transaction.
 
     Inside a transaction (a test case, an atomic block) other connections would not see its
-    rows, and SQLite serialises connections anyway.
+    rows.
     """
-    return connection.vendor == "postgresql" and not connection.in_atomic_block
+    return not connection.in_atomic_block
 
 
 def run_parallel(*tasks: Callable[[], Any], uses_database: bool) -> list[Any]:

@@ -41,18 +41,11 @@ class TurnLength(Func):
         turn_sql, turn_params = compiler.compile(self.source_expressions[1])
         return turns_sql, turn_sql, [*turns_params, *turn_params]
 
-    def as_postgresql(
+    def as_sql(  # type: ignore[override]
         self, compiler: SQLCompiler, connection: Any, **extra_context: Any
     ) -> tuple[str, list[Any]]:
         turns, turn, params = self._parts(compiler, connection)
         return f"char_length(({turns}) ->> (({turn}) - 1))", params
-
-    def as_sql(  # type: ignore[override]
-        self, compiler: SQLCompiler, connection: Any, **extra_context: Any
-    ) -> tuple[str, list[Any]]:
-        # SQLite (the demo): json_extract with a computed path.
-        turns, turn, params = self._parts(compiler, connection)
-        return f"length(json_extract({turns}, '$[' || (({turn}) - 1) || ']'))", params
 
 
 @dataclass(frozen=True)
