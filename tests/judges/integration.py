@@ -166,15 +166,23 @@ def _celery_pools_drop() -> None:
 
 @contextmanager
 def broker_url_set(url: str) -> Iterator[None]:
-    """Make this process's Celery app send to, and check, the broker at `url` for a while."""
+    """Make this process's Celery app send to, and check, the broker at `url` for a while.
+
+    Celery derives the read and write URLs from `broker_url` when they are not set, so the
+    previous state is restored by dropping the overrides, not by pinning the values read
+    (pinned, they would keep a later test that sets only `broker_url` on the old broker).
+    """
     conf = celery_app.conf
-    saved = (conf.broker_url, conf.broker_read_url, conf.broker_write_url)
+    keys = ("broker_url", "broker_read_url", "broker_write_url")
+    saved = {key: conf.changes[key] for key in keys if key in conf.changes}
     conf.broker_url = conf.broker_read_url = conf.broker_write_url = url
     _celery_pools_drop()
     try:
         yield
     finally:
-        conf.broker_url, conf.broker_read_url, conf.broker_write_url = saved
+        for key in keys:
+            conf.changes.pop(key, None)
+        conf.update(saved)
         _celery_pools_drop()
 
 
