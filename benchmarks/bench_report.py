@@ -265,7 +265,8 @@ def timed_report(
     baseline, time each the straightforward way too, in this same process."""
     from annotation.models import Study
     from benchmarks.report_baseline import baseline
-    from leaderboard import selectors
+    from leaderboard.selectors.frames import VoteFilters, study_votes_get
+    from leaderboard.selectors.snapshots import votes_data_hash
     from leaderboard.services import reports
     from leaderboard.stats.ratings import elo_bootstrap
 
@@ -286,19 +287,19 @@ def timed_report(
         elo_rounds=rounds["elo_rounds"],
         bt_rounds=rounds["bt_rounds"],
     )
-    filters = selectors.VoteFilters()
+    filters = VoteFilters()
     timings: dict[str, float] = {}
     header = "stage", "fast", "baseline", "ratio"
     print(f"  {header[0]:<40} {header[1]:>10} {header[2]:>11} {header[3]:>8}")
     start = time.perf_counter()
-    votes = selectors.study_votes_get(study=study, filters=filters)
+    votes = study_votes_get(study=study, filters=filters)
     timings["read rows (selectors)"] = time.perf_counter() - start
     _row("read rows (selectors)", timings["read rows (selectors)"], None)
     print(
         f"    {len(votes.human):,} human votes, {len(votes.calls):,} judge calls, "
         f"{len(votes.pairs):,} pairs"
     )
-    timings["hash rows"] = _timed(lambda: selectors.votes_data_hash(votes=votes))
+    timings["hash rows"] = _timed(lambda: votes_data_hash(votes=votes))
     _row("hash rows", timings["hash rows"], None)
     extras = reports.report_extras_get(study=study, votes=votes)
     data = reports.report_data(votes=votes, extras=extras, params=params)

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from annotation.models import Study
-from leaderboard.selectors import EXPORT_TABLES, frame_read, study_export_queryset
+from leaderboard.selectors.exports import EXPORT_TABLES, study_export_queryset
+from leaderboard.selectors.packed import frame_read
 
 FLAGS = {"is_gold", "is_imported", "a_left", "refusal"}
 FLOATS = {"score_a", "score_b", "cost_usd"}

@@ -24,7 +24,7 @@ from annotation.models import HumanJudgment, Pair, Study
 from annotation.selectors.studies import study_get_for_user
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
-from leaderboard.selectors import api_study_list
+from leaderboard.selectors.api import api_study_list
 from leaderboard.services.reports import report_state_get
 
 

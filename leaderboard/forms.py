@@ -7,7 +7,8 @@ from typing import Any
 from django import forms
 
 from annotation.models import Study
-from leaderboard.selectors import VoteFilters, study_filter_choices
+from leaderboard.selectors.filters import study_filter_choices
+from leaderboard.selectors.frames import VoteFilters
 
 
 class AnalysisFilterForm(forms.Form):

@@ -35,15 +35,10 @@ from leaderboard.report.document import (
     table_to_csv,
 )
 from leaderboard.report.html import report_page_context
-from leaderboard.selectors import (
-    EXPORT_TABLES,
-    api_schema_get,
-    export_job_get,
-    export_jobs_for_study,
-    study_votes_get,
-    unit_detail_get,
-    unit_rows_get,
-)
+from leaderboard.selectors.api import api_schema_get
+from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
+from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
+from leaderboard.selectors.frames import study_votes_get
 from leaderboard.services.export_jobs import (
     export_job_file,
     export_job_request,

@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, Union
 import numpy as np
 import pandas as pd
 
-from leaderboard.section_selectors import ReportExtras
-from leaderboard.selectors import StudyVotes
+from leaderboard.selectors.extras import ReportExtras
+from leaderboard.selectors.frames import StudyVotes
 
 HUMAN = "human"
 LABELS = ("A", "B", "tie")

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from django.utils.text import slugify
 
+from leaderboard.lookup import rows_of_run
 from leaderboard.plots import histogram_svg
 from leaderboard.report.base import (
     HUMAN,
@@ -24,8 +25,8 @@ from leaderboard.report.base import (
     from_json,
     to_json,
 )
-from leaderboard.selectors import CALL_ORDERS, rows_of_run
 from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.mtbench import CALL_ORDERS
 from leaderboard.stats.proportion import Proportion, wilson_interval
 
 NO_HISTOGRAM = (

@@ -71,8 +71,8 @@ class ContrastItemText:
 class ContrastInputs:
     """The study's latest contrast set (None without one), its items by pair id, and the votes
     on them: human (pair_id, label), calls (pair_id, run_id, order, label), canonical labels.
-    The report's vote frames leave contrast items out (`leaderboard.selectors.not_contrast_item`),
-    so these are read here."""
+    The report's vote frames leave contrast items out
+    (`leaderboard.selectors.frames.not_contrast_item`), so these are read here."""
 
     seed: int | None
     low: float | None

@@ -34,7 +34,7 @@ from config.celery import app as celery_app
 from config.queues import Queue
 from judges.services.queueing import BrokerUnavailable, broker_check
 from leaderboard.models import ExportJob
-from leaderboard.selectors import EXPORT_TABLES, study_export_count
+from leaderboard.selectors.exports import EXPORT_TABLES, study_export_count
 from leaderboard.services.exports import parquet_stream, study_export_write
 from leaderboard.services.reports import agreement_report_snapshot, report_flatten
 

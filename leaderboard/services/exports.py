@@ -35,7 +35,7 @@ from django.db.models import QuerySet
 
 from annotation.models import Study
 from config.csvsafe import csv_cell_sql
-from leaderboard.selectors import EXPORT_TABLES, study_export_queryset
+from leaderboard.selectors.exports import EXPORT_TABLES, study_export_queryset
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")

@@ -27,6 +27,7 @@ from django.utils import timezone
 from annotation.models import Study
 from config.celery import app as celery_app
 from config.queues import Queue
+from leaderboard.lookup import rows_of_run
 from leaderboard.models import ReportSnapshot
 from leaderboard.parallel import run_parallel
 from leaderboard.report.agreement import DEFINITION
@@ -44,22 +45,23 @@ from leaderboard.report.document import (
     report_to_payload,
     sections_compute,
 )
-from leaderboard.section_selectors import (
+from leaderboard.selectors.extras import (
     ReportExtras,
-    extras_data_hash,
     report_extra_rows_get,
     report_extras_get,
     report_lengths_get,
 )
-from leaderboard.selectors import (
+from leaderboard.selectors.frames import (
     StudyVotes,
     VoteFilters,
-    report_snapshot_get,
-    rows_of_run,
-    study_data_fingerprint,
     study_judge_sources,
     study_raters_resolve,
     study_votes_get,
+)
+from leaderboard.selectors.snapshots import (
+    extras_data_hash,
+    report_snapshot_get,
+    study_data_fingerprint,
     votes_data_hash,
 )
 from leaderboard.stats.majority import people_majority
@@ -211,8 +213,8 @@ def code_version() -> str:
     files = [
         *sorted((root / "report").glob("*.py")),
         *sorted((root / "stats").glob("*.py")),
-        root / "selectors.py",
-        root / "section_selectors.py",
+        *sorted((root / "selectors").glob("*.py")),
+        root / "lookup.py",
         root / "services" / "reports.py",
     ]
     for path in files:

@@ -17,7 +17,7 @@ from judges.services.connection import judge_connection_test
 from judges.services.judges import judge_create, judge_readiness
 from judges.services.keys import judge_api_key
 from judges.services.runs import judge_run_start
-from leaderboard.selectors import EXPORT_TABLES
+from leaderboard.selectors.exports import EXPORT_TABLES
 from leaderboard.services.exports import EXPORT_FORMATS, study_export
 from tests.conftest import PASSWORD, Cast
 from tests.judges.conftest import KEY_ENV, make_marked_pairs

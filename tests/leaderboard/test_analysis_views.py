@@ -17,7 +17,7 @@ from django.utils import timezone
 from annotation.models import HumanJudgment, Study
 from judges.models import Judge, JudgeCall, JudgeRun
 from leaderboard.models import ReportSnapshot
-from leaderboard.selectors import VoteFilters
+from leaderboard.selectors.frames import VoteFilters
 from leaderboard.services.reports import report_snapshot_compute, report_state_get
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.selectors import frame_hash_update
+from leaderboard.selectors.snapshots import frame_hash_update
 
 
 def frame() -> pd.DataFrame:

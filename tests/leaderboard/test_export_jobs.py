@@ -18,7 +18,7 @@ from annotation.roles import Role
 from config.celery import app as celery_app
 from judges.services.queueing import BrokerUnavailable
 from leaderboard.models import ExportJob
-from leaderboard.selectors import study_export_count
+from leaderboard.selectors.exports import study_export_count
 from leaderboard.services import export_jobs, exports
 from leaderboard.services.export_jobs import export_job_build, export_job_request
 from leaderboard.services.exports import study_export

@@ -18,10 +18,10 @@ from annotation.models import Study
 from benchmarks import report_baseline
 from benchmarks.report_baseline import baseline
 from leaderboard.report import agreement, position_bias
-from leaderboard.selectors import calls_sort
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from leaderboard.stats.agreement import krippendorff_alpha_from_long
 from leaderboard.stats.majority import people_majority
+from leaderboard.stats.mtbench import calls_sort
 from tests.leaderboard.conftest import run_import, write_jsonl
 
 MODELS = ["alpaca-13b", "claude-v1", "gpt-3.5-turbo", "gpt-4", "llama-13b"]

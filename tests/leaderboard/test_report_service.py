@@ -6,7 +6,7 @@ import pytest
 
 from annotation.models import HumanJudgment, Pair, Study, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
-from leaderboard.selectors import VoteFilters, study_votes_get
+from leaderboard.selectors.frames import VoteFilters, study_votes_get
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair

@@ -9,15 +9,10 @@ from django.db import connection, transaction
 
 from annotation.models import HumanJudgment, Pair, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
-from leaderboard.section_selectors import report_lengths_get
-from leaderboard.selectors import (
-    VoteFilters,
-    calls_sort,
-    frame_read_coded,
-    judge_votes_combine,
-    study_pairs_frame,
-    study_votes_get,
-)
+from leaderboard.selectors.extras import report_lengths_get
+from leaderboard.selectors.frames import VoteFilters, study_pairs_frame, study_votes_get
+from leaderboard.selectors.packed import frame_read_coded
+from leaderboard.stats.mtbench import calls_sort, judge_votes_combine
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair, make_prompt_with_answers
 

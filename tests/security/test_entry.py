@@ -290,7 +290,7 @@ def test_the_analysis_reads_no_judgment_of_an_excluded_participant(
 ) -> None:
     from annotation.services.assignments import assignment_claim_next
     from annotation.services.workers import worker_exclude
-    from leaderboard.selectors import VoteFilters, study_votes_get
+    from leaderboard.selectors.frames import VoteFilters, study_votes_get
     from tests.annotation.work_helpers import submit
 
     for worker in (cast.worker_one, cast.worker_two):

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.models import Study
 from leaderboard.report.document import report_from_payload
 from leaderboard.report.html import report_to_html
-from leaderboard.selectors import VoteFilters
+from leaderboard.selectors.frames import VoteFilters
 from leaderboard.services.reports import (
     ReportParams,
     agreement_report_snapshot,

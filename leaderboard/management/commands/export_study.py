@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotation.models import Study
-from leaderboard.selectors import EXPORT_TABLES
+from leaderboard.selectors.exports import EXPORT_TABLES
 from leaderboard.services.exports import EXPORT_FORMATS, study_export_write
 
 

@@ -16,7 +16,7 @@ from judges.services.runs import judge_run_start
 from leaderboard.report.base import RenderContext
 from leaderboard.report.position_bias import ORDER_INVARIANT
 from leaderboard.report.registry import section_get
-from leaderboard.selectors import VoteFilters
+from leaderboard.selectors.frames import VoteFilters
 from leaderboard.services.reports import ReportParams, _votes_and_extras_get, report_data
 from tests.conftest import Cast
 from tests.judges.reward.conftest import ranked_study

@@ -1,9 +1,9 @@
-"""Reads for the report's later sections (length bias, rationales, gold order): the rows that the
-vote frames do not carry. Each is one `values_list` over one table, filtered as the votes are."""
+"""Reads for the report's later sections (length bias, rationales, gold order, position bias of
+imported verdicts): the rows that the vote frames do not carry. Each is one read of one table,
+filtered as the votes are."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,15 +14,9 @@ from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, Study
 from judges.models import AnswerScore, Judge, JudgeCall
-from leaderboard.selectors import (
-    EXPERT_PREFIX,
-    StudyVotes,
-    VoteFilters,
-    frame_hash_update,
-    frame_read_coded,
-    not_contrast_item,
-    positions_of,
-)
+from leaderboard.lookup import positions_of
+from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
+from leaderboard.selectors.packed import frame_read_coded
 from leaderboard.services.consistency import (
     NO_CONSISTENCY_INPUTS,
     ConsistencyInputs,
@@ -71,17 +65,6 @@ class ReportExtras:
     )
 
 
-def _pair_filter(filters: VoteFilters, prefix: str = "") -> Q:
-    q = not_contrast_item(prefix)
-    if filters.category is not None:
-        q &= Q(**{f"{prefix}prompt__category": filters.category})
-    if filters.turn is not None:
-        q &= Q(**{f"{prefix}turn": filters.turn})
-    if filters.exclude_gold:
-        q &= Q(**{f"{prefix}is_gold": False})
-    return q
-
-
 def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame.from_records(list(rows), columns=columns)
 
@@ -95,7 +78,7 @@ def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     and attached to the pairs by id. Both reads are numbers only, in binary from PostgreSQL.
     """
     pairs = frame_read_coded(
-        Pair.objects.filter(_pair_filter(filters), study=study),
+        Pair.objects.filter(pair_q(filters), study=study),
         ("pk", "answer_a_id", "answer_b_id", "turn"),
         ["pair_id", "answer_a_id", "answer_b_id", "turn"],
     )
@@ -136,7 +119,7 @@ def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> p
     label and how many of those say "inconsistent"; one grouped count over those runs only."""
     rows = (
         JudgeCall.objects.filter(
-            _pair_filter(filters, "pair__"),
+            pair_q(filters, "pair__"),
             run_id__in=run_ids,
             run__judge__kind=Judge.Kind.IMPORTED,
         )
@@ -158,7 +141,7 @@ def report_extra_rows_get(
     """Read the cited values, gold ranks and answer scores; needs no votes, so that a report may
     read them beside the votes."""
     judgments = (
-        HumanJudgment.objects.filter(_pair_filter(filters, "pair__"), study=study, excluded=False)
+        HumanJudgment.objects.filter(pair_q(filters, "pair__"), study=study, excluded=False)
         .exclude(preference="")
         .exclude(values=[])
     )
@@ -223,12 +206,3 @@ def report_extras_get(
         consistency=consistency,
         inconsistent=rows.inconsistent,
     )
-
-
-def extras_data_hash(*, extras: ReportExtras) -> str:
-    """SHA-256 of the extra rows, in a fixed order (:func:`frame_hash_update`)."""
-    digest = hashlib.sha256()
-    for name in ("lengths", "values", "answers", "scores", "inconsistent"):
-        frame_hash_update(digest, name, getattr(extras, name))
-    digest.update(extras.consistency.digest().encode())
-    return digest.hexdigest()

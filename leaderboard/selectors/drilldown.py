@@ -1,0 +1,99 @@
+"""The drill-down: the agreement units behind a report cell, and one unit with all its votes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from annotation.models import HumanJudgment, Pair, Study
+from judges.models import JudgeCall
+from leaderboard.selectors.frames import StudyVotes
+
+
+@dataclass(frozen=True)
+class UnitRow:
+    """One agreement unit in a drill-down list: the people's votes and each judge's vote."""
+
+    pair_id: int
+    prompt: str
+    category: str
+    turn: int
+    system_a: str
+    system_b: str
+    human_a: int
+    human_b: int
+    human_tie: int
+    majority: str
+    judges: dict[str, str]
+
+
+def unit_rows_get(
+    *, votes: StudyVotes, judge: str | None = None, disagree: bool = False
+) -> list[UnitRow]:
+    """The units behind a report cell: every unit with votes, or with `judge` and `disagree`,
+    those where that judge's vote differs from the people's majority label (a tied majority is
+    a tie, as in the report's majority level)."""
+    human = votes.human
+    counts = human.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
+    counts = counts.reindex(columns=["A", "B", "tie"], fill_value=0)
+    values = counts.to_numpy()
+    top = values.max(axis=1, keepdims=True) if len(values) else values
+    unique = (values == top).sum(axis=1) == 1 if len(values) else []
+    majority = pd.Series(
+        [
+            ("A", "B", "tie")[int(row.argmax())] if is_unique else "tie"
+            for row, is_unique in zip(values, unique, strict=True)
+        ],
+        index=counts.index,
+        dtype=object,
+    )
+    judge_votes = {
+        source: votes.judges[votes.judges["source"] == source].set_index("pair_id")["label"]
+        for source in sorted(set(votes.judges["source"].tolist()))
+    }
+    units = votes.pairs.set_index("pair_id")
+    wanted = units.index.intersection(counts.index.union(votes.judges["pair_id"].unique()))
+    if judge is not None:
+        if judge not in judge_votes:
+            return []
+        wanted = wanted.intersection(judge_votes[judge].index)
+        if disagree:
+            mine = judge_votes[judge].reindex(wanted)
+            theirs = majority.reindex(wanted)
+            wanted = wanted[(theirs.notna() & (mine != theirs)).to_numpy()]
+    rows = []
+    for pair_id in sorted(wanted):
+        unit = units.loc[pair_id]
+        tally = counts.loc[pair_id] if pair_id in counts.index else None
+        rows.append(
+            UnitRow(
+                pair_id=int(pair_id),
+                prompt=str(unit["prompt_external_id"]),
+                category=str(unit["category"]),
+                turn=int(unit["turn"]),
+                system_a=str(unit["system_a"]),
+                system_b=str(unit["system_b"]),
+                human_a=int(tally["A"]) if tally is not None else 0,
+                human_b=int(tally["B"]) if tally is not None else 0,
+                human_tie=int(tally["tie"]) if tally is not None else 0,
+                majority=str(majority.get(pair_id, "")),
+                judges={s: str(v.get(pair_id, "")) for s, v in judge_votes.items()},
+            )
+        )
+    return rows
+
+
+def unit_detail_get(*, study: Study, pair_id: int) -> dict[str, Any]:
+    """One unit with both answers, every human judgment and every judge call on it."""
+    pair = (
+        Pair.objects.select_related("prompt", "answer_a__system", "answer_b__system")
+        .filter(study=study)
+        .get(pk=pair_id)
+    )
+    judgments = list(
+        HumanJudgment.objects.filter(pair=pair).select_related("worker").order_by("pk")
+    )
+    calls = list(JudgeCall.objects.filter(pair=pair).select_related("run__judge").order_by("pk"))
+    return {"pair": pair, "judgments": judgments, "calls": calls}

@@ -1,0 +1,132 @@
+"""What a report snapshot is keyed and checked by: the hash of the rows a report is computed from,
+the cheap fingerprint of a study's data that says whether a snapshot is current, and the snapshot
+of one key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.db import connection
+
+from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, Worker
+from judges.models import AnswerScore, JudgeCall, JudgeRun
+from leaderboard.models import ReportSnapshot
+from leaderboard.selectors.extras import ReportExtras
+from leaderboard.selectors.frames import StudyVotes
+
+
+def votes_data_hash(*, votes: StudyVotes) -> str:
+    """SHA-256 of the rows a report is computed from, in a fixed order, as
+    :func:`frame_hash_update` writes them."""
+    digest = hashlib.sha256()
+    for name, frame in (
+        ("pairs", votes.pairs),
+        ("human", votes.human),
+        ("calls", votes.calls),
+    ):
+        frame_hash_update(digest, name, frame)
+    return digest.hexdigest()
+
+
+def frame_hash_update(digest: Any, name: str, frame: pd.DataFrame) -> None:
+    """Feed `digest` a frame's name, columns and length, then each column's values in row order,
+    as bytes that differ whenever the values do.
+
+    Integers go as little-endian 64-bit integers, floats as 64-bit floats (every NaN as one
+    pattern), booleans as one byte each, a Categorical as its categories (JSON) and each row's
+    code (32-bit), anything else as the JSON text of its values. Each column is preceded by its
+    name and encoding. Numbers are hashed as they lie in memory, so hashing a million rows takes
+    a few milliseconds per column.
+    """
+    digest.update(f"[{name}:{len(frame)}]".encode())
+    for column in frame.columns:
+        values = frame[column]
+        dtype = values.dtype
+        data: bytes
+        if isinstance(dtype, pd.CategoricalDtype):
+            encoding = "category " + json.dumps([str(c) for c in dtype.categories])
+            data = values.cat.codes.to_numpy().astype("<i4").tobytes()
+        elif isinstance(dtype, np.dtype) and dtype.kind == "b":
+            encoding, data = "bool", values.to_numpy().astype(np.uint8).tobytes()
+        elif isinstance(dtype, np.dtype) and dtype.kind in "iu":
+            encoding, data = "int", values.to_numpy().astype("<i8").tobytes()
+        elif isinstance(dtype, np.dtype) and dtype.kind == "f":
+            floats = values.to_numpy().astype("<f8")
+            encoding, data = "float", np.where(np.isnan(floats), np.nan, floats).tobytes()
+        else:
+            encoding = "json"
+            data = json.dumps(values.tolist(), default=str, ensure_ascii=False).encode()
+        digest.update(f"{{{column}:{encoding}}}".encode())
+        digest.update(data)
+
+
+def extras_data_hash(*, extras: ReportExtras) -> str:
+    """SHA-256 of the extra rows, in a fixed order (:func:`frame_hash_update`)."""
+    digest = hashlib.sha256()
+    for name in ("lengths", "values", "answers", "scores", "inconsistent"):
+        frame_hash_update(digest, name, getattr(extras, name))
+    digest.update(extras.consistency.digest().encode())
+    return digest.hexdigest()
+
+
+def study_data_fingerprint(*, study: Study) -> str:
+    """A cheap fingerprint of everything a report of the study reads: SHA-256 of counts and
+    largest ids (and times) of its pairs, answers, workers excluded, judgments, judge runs (with
+    their statuses), finished judge calls and answer scores, in one statement of index lookups.
+
+    A row added, deleted, finished or excluded changes it; so does a run changing status. Rows
+    edited in place without any of those (an answer's text changed in the admin) do not: ask for
+    a recompute on the page for those.
+    """
+    tables = {
+        "pair": Pair._meta.db_table,
+        "answer": Answer._meta.db_table,
+        "prompt": Prompt._meta.db_table,
+        "worker": Worker._meta.db_table,
+        "judgment": HumanJudgment._meta.db_table,
+        "run": JudgeRun._meta.db_table,
+        "call": JudgeCall._meta.db_table,
+        "score": AnswerScore._meta.db_table,
+    }
+    runs = f"SELECT id FROM {tables['run']} WHERE study_id = %(study)s"
+    sql = f"""
+        SELECT
+          (SELECT count(*) FROM {tables["pair"]} WHERE study_id = %(study)s),
+          (SELECT max(id) FROM {tables["pair"]} WHERE study_id = %(study)s),
+          (SELECT count(*) FROM {tables["answer"]} a JOIN {tables["prompt"]} p
+             ON p.id = a.prompt_id WHERE p.study_id = %(study)s),
+          (SELECT max(a.id) FROM {tables["answer"]} a JOIN {tables["prompt"]} p
+             ON p.id = a.prompt_id WHERE p.study_id = %(study)s),
+          (SELECT count(*) FROM {tables["worker"]} WHERE study_id = %(study)s AND excluded),
+          (SELECT max(excluded_at) FROM {tables["worker"]} WHERE study_id = %(study)s),
+          (SELECT count(*) FROM {tables["judgment"]} WHERE study_id = %(study)s),
+          (SELECT max(id) FROM {tables["judgment"]} WHERE study_id = %(study)s),
+          (SELECT string_agg(id || ':' || status, ',' ORDER BY id) FROM {tables["run"]}
+             WHERE study_id = %(study)s),
+          (SELECT count(*) FROM {tables["call"]} WHERE run_id IN ({runs}) AND status = 'done'),
+          (SELECT max(id) FROM {tables["call"]} WHERE run_id IN ({runs})),
+          (SELECT max(finished_at) FROM {tables["call"]} WHERE run_id IN ({runs})),
+          (SELECT count(*) FROM {tables["score"]} WHERE run_id IN ({runs})),
+          (SELECT max(id) FROM {tables["score"]} WHERE run_id IN ({runs}))
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"study": study.pk})
+        row = cursor.fetchone()
+    text = "|".join("" if value is None else str(value) for value in row)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def report_snapshot_get(
+    *, study: Study, params_hash: str, code_version: str
+) -> ReportSnapshot | None:
+    """The snapshot of this key, computed or not, if one exists."""
+    return ReportSnapshot.objects.filter(
+        study=study,
+        kind=ReportSnapshot.Kind.AGREEMENT,
+        params_hash=params_hash,
+        code_version=code_version,
+    ).first()
