@@ -3,6 +3,11 @@
 Source: the `lmsys/mt_bench_human_judgments` data set (Zheng et al. 2023, "Judging LLM-as-a-Judge
 with MT-Bench and Chatbot Arena"). The files carry labels only: answers are imported with empty
 turns and the study's notes say so.
+
+This module reads and checks the files; it writes nothing itself. The people's votes go through
+annotation.services.published and GPT-4's verdicts through judges.services.published, both in one
+transaction. It lives in leaderboard because it is the one app that may call both: annotation
+knows no judges, and the MT-Bench format is a benchmark's, not a judge's.
 """
 
 from __future__ import annotations
@@ -15,17 +20,21 @@ from typing import Any
 
 from django.db import transaction
 
-from annotation.models import (
-    Answer,
-    HumanJudgment,
-    Pair,
-    Preference,
-    Prompt,
-    Study,
-    System,
-    Worker,
+from annotation.models import Study
+from annotation.services.published import (
+    PublishedImportError,
+    PublishedPair,
+    PublishedPrompt,
+    PublishedVote,
+    Winner,
+    published_judgments_import,
 )
 from judges.models import Judge, JudgeCall, JudgeRun
+from judges.services.published import (
+    PublishedVerdict,
+    PublishedVerdictsError,
+    published_verdicts_import,
+)
 
 MTBENCH_JUDGE_NAME = "gpt-4 pair, imported"
 MTBENCH_TURNS = (1, 2)
@@ -53,13 +62,6 @@ class MTBenchImportResult:
     human_judgments: int
     judge_calls: int
     run: JudgeRun
-
-
-@dataclass(frozen=True)
-class _Question:
-    question_id: str
-    category: str
-    turns: list[str]
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,8 @@ def _field(row: dict[str, Any], name: str, where: str) -> Any:
     return row[name]
 
 
-def _read_questions(path: Path) -> dict[str, _Question]:
-    questions: dict[str, _Question] = {}
+def _read_questions(path: Path) -> dict[str, PublishedPrompt]:
+    questions: dict[str, PublishedPrompt] = {}
     for line_no, row in _read_jsonl(path):
         where = f"{path}, line {line_no}"
         question_id = str(_field(row, "question_id", where))
@@ -113,13 +115,15 @@ def _read_questions(path: Path) -> dict[str, _Question]:
             raise MTBenchImportError(f"{where}: turns must be a non-empty list of strings")
         if question_id in questions:
             raise MTBenchImportError(f"{where}: question_id {question_id} appears twice")
-        questions[question_id] = _Question(question_id, category, turns)
+        questions[question_id] = PublishedPrompt(question_id, category, turns)
     if not questions:
         raise MTBenchImportError(f"{path}: no questions")
     return questions
 
 
-def _read_votes(path: Path, questions: dict[str, _Question], turns: Collection[int]) -> list[_Vote]:
+def _read_votes(
+    path: Path, questions: dict[str, PublishedPrompt], turns: Collection[int]
+) -> list[_Vote]:
     votes: list[_Vote] = []
     for line_no, row in _read_jsonl(path):
         where = f"{path}, line {line_no}"
@@ -147,15 +151,17 @@ def _read_votes(path: Path, questions: dict[str, _Question], turns: Collection[i
     return votes
 
 
-def _canonical_preference(vote: _Vote, answer_ids: dict[tuple[str, str], int]) -> str:
-    """Map the vote's winner onto the pair's canonical order (answer A has the smaller id)."""
+def _winner(vote: _Vote) -> Winner:
+    """The vote's winner as one of the two systems in the order the file lists them, or a tie."""
     if "tie" in vote.winner:
-        return Preference.TIE
-    winner_model = vote.model_a if vote.winner == "model_a" else vote.model_b
-    loser_model = vote.model_b if vote.winner == "model_a" else vote.model_a
-    winner_id = answer_ids[(vote.question_id, winner_model)]
-    loser_id = answer_ids[(vote.question_id, loser_model)]
-    return Preference.A if winner_id < loser_id else Preference.B
+        return "tie"
+    return "first" if vote.winner == "model_a" else "second"
+
+
+def _pair(vote: _Vote) -> PublishedPair:
+    return PublishedPair(
+        prompt=vote.question_id, first=vote.model_a, second=vote.model_b, turn=vote.turn
+    )
 
 
 def mtbench_import(
@@ -190,199 +196,68 @@ def mtbench_import(
     if not human_votes and not gpt4_votes:
         raise MTBenchImportError(f"no votes at turns {list(selected)} in {human_path}, {gpt4_path}")
 
-    with transaction.atomic():
-        return _write(
+    try:
+        return _store(
             study_slug=study_slug,
             questions=questions,
             human_votes=human_votes,
             gpt4_votes=gpt4_votes,
             turns=selected,
         )
+    except (PublishedImportError, PublishedVerdictsError) as exc:
+        raise MTBenchImportError(f"{study_slug}: {exc}; nothing was written") from exc
 
 
-def _write(
+def _store(
     *,
     study_slug: str,
-    questions: dict[str, _Question],
+    questions: dict[str, PublishedPrompt],
     human_votes: list[_Vote],
     gpt4_votes: list[_Vote],
     turns: tuple[int, ...],
 ) -> MTBenchImportResult:
-    study, created = Study.objects.select_for_update().get_or_create(
-        slug=study_slug,
-        defaults={
-            "name": "MT-Bench human judgments",
-            "status": Study.Status.CLOSED,
-            "form_likert": False,
-            "notes": MTBENCH_NOTES,
-        },
-    )
-    if not created and MTBENCH_NOTES not in study.notes:
-        study.notes = f"{study.notes}\n\n{MTBENCH_NOTES}".strip()
-    categories = sorted({q.category for q in questions.values()})
-    study.categories = sorted(set(study.categories or []) | set(categories))
-    study.save(update_fields=["notes", "categories", "updated_at"])
-
-    # Prompts: matched by external id (the question id).
-    existing_prompts = {p.external_id: p for p in Prompt.objects.filter(study=study)}
-    Prompt.objects.bulk_create(
-        [
-            Prompt(study=study, external_id=q.question_id, category=q.category, turns=q.turns)
-            for q in questions.values()
-            if q.question_id not in existing_prompts
-        ]
-    )
-    prompts = {p.external_id: p for p in Prompt.objects.filter(study=study)}
-    for q in questions.values():
-        prompt = prompts[q.question_id]
-        if prompt.category != q.category or prompt.turns != q.turns:
-            prompt.category, prompt.turns = q.category, q.turns
-            prompt.save(update_fields=["category", "turns"])
-
-    # Systems in name order, then answers per prompt in system order, so that on a first import
-    # the canonical pair order (smaller answer id first) is also the alphabetical one.
-    all_votes = human_votes + gpt4_votes
-    model_names = sorted({v.model_a for v in all_votes} | {v.model_b for v in all_votes})
-    existing_systems = set(
-        System.objects.filter(study=study, version="").values_list("name", flat=True)
-    )
-    System.objects.bulk_create(
-        [System(study=study, name=name) for name in model_names if name not in existing_systems]
-    )
-    systems = {s.name: s for s in System.objects.filter(study=study, version="")}
-
-    needed_answers = sorted(
-        {(v.question_id, m) for v in all_votes for m in (v.model_a, v.model_b)},
-        key=lambda qm: (int(qm[0]) if qm[0].isdigit() else 0, qm[0], qm[1]),
-    )
-    answer_qs = Answer.objects.filter(prompt__study=study).values_list(
-        "id", "prompt__external_id", "system__name"
-    )
-    answer_ids = {(q, m): pk for pk, q, m in answer_qs}
-    Answer.objects.bulk_create(
-        [
-            Answer(prompt=prompts[q], system=systems[m], turns=[])
-            for q, m in needed_answers
-            if (q, m) not in answer_ids
-        ]
-    )
-    answer_ids = {(q, m): pk for pk, q, m in answer_qs.all()}
-
-    # Pairs: one per (question, unordered model pair, turn), in canonical order.
-    def pair_key(vote: _Vote) -> tuple[int, int, int]:
-        first = answer_ids[(vote.question_id, vote.model_a)]
-        second = answer_ids[(vote.question_id, vote.model_b)]
-        return (min(first, second), max(first, second), vote.turn)
-
-    prompt_of_answer = {pk: prompts[q] for (q, _m), pk in answer_ids.items()}
-    wanted_pairs = {pair_key(v) for v in all_votes}
-    pair_qs = Pair.objects.filter(study=study).values_list(
-        "id", "answer_a_id", "answer_b_id", "turn"
-    )
-    pair_ids = {(a, b, t): pk for pk, a, b, t in pair_qs}
-    Pair.objects.bulk_create(
-        [
-            Pair(
-                study=study,
-                prompt=prompt_of_answer[a],
-                answer_a_id=a,
-                answer_b_id=b,
-                turn=t,
-                source=Pair.Source.IMPORTED,
-            )
-            for a, b, t in sorted(wanted_pairs)
-            if (a, b, t) not in pair_ids
-        ]
-    )
-    pair_ids = {(a, b, t): pk for pk, a, b, t in pair_qs.all()}
-
-    # Raters: one imported worker per judge id; expert_* and author_* stay distinct ids.
-    rater_ids = sorted({v.judge for v in human_votes})
-    existing_workers = set(
-        Worker.objects.filter(study=study, panel=Worker.Panel.IMPORTED).values_list(
-            "external_id", flat=True
+    # One transaction around both apps' writes: the labels of people and of GPT-4 land together
+    # or not at all. Each service locks the study row and opens a savepoint inside this one.
+    with transaction.atomic():
+        people = published_judgments_import(
+            study_slug=study_slug,
+            study_name="MT-Bench human judgments",
+            notes=MTBENCH_NOTES,
+            prompts=list(questions.values()),
+            pairs=[_pair(v) for v in gpt4_votes],
+            votes=[
+                PublishedVote(pair=_pair(v), rater=v.judge, winner=_winner(v)) for v in human_votes
+            ],
+            turns=turns,
         )
-    )
-    Worker.objects.bulk_create(
-        [
-            Worker(study=study, panel=Worker.Panel.IMPORTED, external_id=r, state=Worker.State.DONE)
-            for r in rater_ids
-            if r not in existing_workers
-        ]
-    )
-    workers = dict(
-        Worker.objects.filter(study=study, panel=Worker.Panel.IMPORTED).values_list(
-            "external_id", "id"
+        stored = people.pairs
+        gpt4 = published_verdicts_import(
+            study=people.study,
+            judge_name=MTBENCH_JUDGE_NAME,
+            model_name="gpt-4",
+            order_policy=Judge.OrderPolicy.BOTH,
+            call_order=JudgeCall.Order.BOTH,
+            run_note=(
+                "GPT-4 pair verdicts published with MT-Bench; each pair judged in both orders."
+            ),
+            turns=turns,
+            verdicts=[
+                PublishedVerdict(
+                    pair_id=stored.pair_id(_pair(v)),
+                    preference=stored.preference(_pair(v), _winner(v)),
+                    label=v.winner,
+                    record=v.record,
+                )
+                for v in gpt4_votes
+            ],
         )
-    )
-
-    # Human votes: replace this study's imported judgments at these turns.
-    HumanJudgment.objects.filter(study=study, is_imported=True, pair__turn__in=turns).delete()
-    judgments = HumanJudgment.objects.bulk_create(
-        [
-            HumanJudgment(
-                study=study,
-                pair_id=pair_ids[pair_key(v)],
-                worker_id=workers[v.judge],
-                is_imported=True,
-                a_left=None,
-                likert_shown=None,
-                likert=None,
-                preference=_canonical_preference(v, answer_ids),
-            )
-            for v in human_votes
-        ],
-        batch_size=2000,
-    )
-
-    # GPT-4's verdicts: one imported judge, one imported run per study, one call per pair.
-    judge, _ = Judge.objects.get_or_create(
-        name=MTBENCH_JUDGE_NAME,
-        defaults={
-            "kind": Judge.Kind.IMPORTED,
-            "model_name": "gpt-4",
-            "order_policy": Judge.OrderPolicy.BOTH,
-        },
-    )
-    run = (
-        JudgeRun.objects.filter(judge=judge, study=study, status=JudgeRun.Status.IMPORTED)
-        .order_by("pk")
-        .first()
-    )
-    if run is None:
-        run = JudgeRun.objects.create(
-            judge=judge,
-            study=study,
-            status=JudgeRun.Status.IMPORTED,
-            note="GPT-4 pair verdicts published with MT-Bench; each pair judged in both orders.",
-        )
-    JudgeCall.objects.filter(run=run, pair__turn__in=turns).delete()
-    calls = JudgeCall.objects.bulk_create(
-        [
-            JudgeCall(
-                run=run,
-                pair_id=pair_ids[pair_key(v)],
-                order=JudgeCall.Order.BOTH,
-                status=JudgeCall.Status.DONE,
-                request=v.record,
-                raw_output=json.dumps(v.record, sort_keys=True),
-                preference=_canonical_preference(v, answer_ids),
-                verdict_label=v.winner,
-                model_version_reported="gpt-4",
-            )
-            for v in gpt4_votes
-        ],
-        batch_size=2000,
-    )
-    run.pairs.add(*sorted({pair_ids[pair_key(v)] for v in gpt4_votes}))
-
     return MTBenchImportResult(
-        study=study,
+        study=people.study,
         turns=turns,
-        prompts=len(questions),
-        systems=len(model_names),
-        pairs=len(wanted_pairs),
-        human_judgments=len(judgments),
-        judge_calls=len(calls),
-        run=run,
+        prompts=people.prompt_count,
+        systems=people.system_count,
+        pairs=people.pair_count,
+        human_judgments=people.judgment_count,
+        judge_calls=gpt4.call_count,
+        run=gpt4.run,
     )

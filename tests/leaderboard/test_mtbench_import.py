@@ -103,3 +103,15 @@ def test_a_bad_row_names_its_file_and_line_and_nothing_is_written(
 def test_an_unknown_turn_option_is_refused(db: None, files: dict[str, Path]) -> None:
     with pytest.raises(CommandError, match="--turn '3'"):
         run_import(files, "3")
+
+
+def test_a_configured_judge_named_like_the_import_stops_it_and_no_vote_is_written(
+    db: None, files: dict[str, Path]
+) -> None:
+    # People's votes are written first, by annotation's service: the judges' refusal that comes
+    # after must take them back too (one transaction around both).
+    Judge.objects.create(name=MTBENCH_JUDGE_NAME, kind=Judge.Kind.RANDOM)
+    with pytest.raises(CommandError, match="mt-bench: judge .* not an imported one"):
+        run_import(files)
+    assert not Study.objects.filter(slug="mt-bench").exists()
+    assert not HumanJudgment.objects.exists() and not Pair.objects.exists()
