@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.views import View
 
 from annotation.models import Study
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
 from judges.forms import RunResumeForm, RunStartForm
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.judges import judge_list_for_study

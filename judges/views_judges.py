@@ -17,8 +17,8 @@ from django.views import View
 from django.views.decorators.debug import sensitive_post_parameters
 
 from annotation.models import Study
-from annotation.views.setup import form_errors_to
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
+from config.forms import form_errors_to
 from judges.forms import JudgeCreateForm, JudgeKeyForm
 from judges.models import Judge
 from judges.selectors.judges import judge_get_for_study

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views import View
 
 from annotation.models import Study
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
 from judges.forms import PLTrainingForm
 from judges.models import PLTraining
 from judges.reward.plots import loss_curve_svg

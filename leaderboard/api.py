@@ -11,7 +11,6 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import Http404
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
@@ -21,18 +20,11 @@ from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.views import APIView
 
 from annotation.models import HumanJudgment, Pair, Study
-from annotation.selectors.studies import study_get_for_user
+from config.access import get_study_or_404
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.selectors.api import api_study_list
 from leaderboard.services.reports import report_state_get
-
-
-def _study(request: Request, slug: str) -> Study:
-    try:
-        return study_get_for_user(user=request.user, slug=slug)
-    except Study.DoesNotExist as exc:
-        raise Http404("No such study.") from exc
 
 
 class _Page(PageNumberPagination):
@@ -81,7 +73,7 @@ class StudyReportApi(APIView):
     schema = AutoSchema(operation_id_base="StudyReport", tags=["reports"])
 
     def get(self, request: Request, slug: str) -> Response:
-        study = _study(request, slug)
+        study = get_study_or_404(request, slug)
         form = AnalysisFilterForm(request.query_params, study=study)
         if not form.is_valid():
             raise serializers.ValidationError(form.errors.get_json_data())
@@ -108,7 +100,7 @@ class _RowsApi(_SchemaSerializerMixin, APIView, ABC):
         """The study's rows this endpoint lists, in a stable order."""
 
     def get(self, request: Request, slug: str) -> Response:
-        study = _study(request, slug)
+        study = get_study_or_404(request, slug)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(self.rows(study), request, view=self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)

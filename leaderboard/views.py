@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.views import View
 
 from annotation.models import Pair, Study
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
 from judges.services.queueing import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm
 from leaderboard.models import ExportJob

@@ -10,7 +10,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views import View
 
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
 from judges.models import JudgeRun
 from leaderboard.forms import FollowupForm
 from leaderboard.services.followup import followup_study_create

@@ -18,7 +18,7 @@ from annotation.selectors.importing import (
 )
 from annotation.services.importing import ImportResult, StudyImportError, study_import
 from annotation.services.leaks import answer_leak_clear
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
 
 FLAGGED_PER_PAGE = 100
 

@@ -26,8 +26,8 @@ from annotation.services.errors import JudgmentInvalid
 from annotation.services.judgments import judgment_preview_check
 from annotation.services.studies import StudyLaunchBlocked, study_launch, study_preview_mark
 from annotation.views.setup import study_for_config_or_404
-from annotation.views.studies import ResearcherRequiredMixin
 from annotation.views.work import AXIS_CHOICES, LIKERT_CHOICES, parse_judgment_post
+from config.access import ResearcherRequiredMixin
 
 
 def entry_link(request: HttpRequest, study: Study) -> str:

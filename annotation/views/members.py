@@ -13,8 +13,9 @@ from annotation.forms.studies import MemberAddForm
 from annotation.models import Study
 from annotation.selectors.studies import study_member_list
 from annotation.services.roles import study_member_add_by_name, study_member_remove
-from annotation.views.setup import form_errors_to, study_for_config_or_404
-from annotation.views.studies import ResearcherRequiredMixin
+from annotation.views.setup import study_for_config_or_404
+from config.access import ResearcherRequiredMixin
+from config.forms import form_errors_to
 
 
 class StudyMembersView(ResearcherRequiredMixin, View):

@@ -23,7 +23,7 @@ from annotation.services.pairs import (
     gold_pairs_generate,
     pairs_generate,
 )
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
 
 PAIRS_PER_PAGE = 50
 

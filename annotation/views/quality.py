@@ -19,8 +19,8 @@ from annotation.selectors.quality import (
 from annotation.services.errors import AnnotationError
 from annotation.services.pay import pay_entries_review, pay_gold_bonuses_grant
 from annotation.services.workers import worker_block_set, worker_exclude, worker_return
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
 from config import csvsafe
+from config.access import ResearcherRequiredMixin, get_study_or_404
 
 
 class WorkerQualityView(ResearcherRequiredMixin, View):

@@ -21,7 +21,8 @@ from annotation.services.studies import (
     study_create,
     study_settings_update,
 )
-from annotation.views.studies import ResearcherRequiredMixin, get_study_or_404
+from config.access import ResearcherRequiredMixin, get_study_or_404
+from config.forms import form_errors_to
 
 
 def study_for_config_or_404(request: HttpRequest, slug: str) -> Study:
@@ -30,15 +31,6 @@ def study_for_config_or_404(request: HttpRequest, slug: str) -> Study:
     if not user_may_configure_study(user=request.user, study=study):
         raise Http404("No such study.")
     return study
-
-
-def form_errors_to(form: Any, exc: ValidationError) -> None:
-    """Put a service's ValidationError on the form's fields (or on the form as a whole)."""
-    if hasattr(exc, "error_dict"):
-        for field, problems in exc.message_dict.items():
-            form.add_error(field if field in form.fields else None, problems)
-    else:
-        form.add_error(None, exc.messages)
 
 
 class StudyCreateView(ResearcherRequiredMixin, View):

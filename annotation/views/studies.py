@@ -2,42 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
-from annotation.models import Study
-from annotation.roles import Role
-from annotation.selectors.studies import study_get_for_user, study_list_with_counts, user_has_role
+from annotation.selectors.studies import study_list_with_counts
+from config.access import ResearcherRequiredMixin, get_study_or_404, is_researcher_or_admin
 
 
 class HomeView(LoginRequiredMixin, View):
     def get(self, request: HttpRequest) -> HttpResponse:
-        if user_has_role(request.user, Role.ADMIN) or user_has_role(request.user, Role.RESEARCHER):
+        if is_researcher_or_admin(request.user):
             return redirect("annotation:study_list")
         return render(request, "annotation/home.html")
-
-
-class ResearcherRequiredMixin(LoginRequiredMixin):
-    """Only researchers and admins; anyone else gets a 404, not a hint that the page exists."""
-
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        if request.user.is_authenticated and not (
-            user_has_role(request.user, Role.RESEARCHER) or user_has_role(request.user, Role.ADMIN)
-        ):
-            raise Http404
-        return super().dispatch(request, *args, **kwargs)
-
-
-def get_study_or_404(request: HttpRequest, slug: str) -> Study:
-    """The study named in the URL, if the requesting user may read it."""
-    try:
-        return study_get_for_user(user=request.user, slug=slug)
-    except Study.DoesNotExist as exc:
-        raise Http404("No such study.") from exc
 
 
 class StudyListView(ResearcherRequiredMixin, View):
