@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from annotation.models import Study
+from leaderboard.models import Followup
 from leaderboard.selectors.filters import study_filter_choices
 from leaderboard.selectors.frames import VoteFilters
 
@@ -53,10 +54,20 @@ class AnalysisFilterForm(forms.Form):
 
 
 class FollowupForm(forms.Form):
-    """Two judge runs of the study, how many disagreement pairs to sample, and the seed."""
+    """Two judge runs of the study, which of their disagreements to keep (where the first or the
+    second run voted the known better side, or any), how many to sample, and the seed."""
 
-    judge_a_run = forms.TypedChoiceField(coerce=int, label="Judge run A")
-    judge_b_run = forms.TypedChoiceField(coerce=int, label="Judge run B")
+    judge_a_run = forms.TypedChoiceField(coerce=int, label="First judge run")
+    judge_b_run = forms.TypedChoiceField(coerce=int, label="Second judge run")
+    agreeing = forms.TypedChoiceField(
+        choices=Followup.Agreeing.choices,
+        initial=Followup.Agreeing.ANY,
+        required=False,
+        empty_value=Followup.Agreeing.ANY,
+        label="Disagreements to sample",
+        help_text="The better side is the gold side or the answers' ranks, else the people's "
+        "majority; a pair where one run voted a tie and the other the worse side is in 'any' only.",
+    )
     sample_size = forms.IntegerField(min_value=1, max_value=100_000, initial=300)
     seed = forms.IntegerField(min_value=0, initial=0)
 

@@ -7,7 +7,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from annotation.models import Study
+from annotation.models import Pair, Study
+from judges.models import JudgeRun
 
 
 class ReportSnapshot(models.Model):
@@ -134,3 +135,98 @@ class ExportJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}.{self.format} export of {self.study} ({self.status})"
+
+
+class Followup(models.Model):
+    """Where a follow-up rationale-only study came from: the study and the two judge runs whose
+    disagreements it samples, and which of them had to agree with the known better side.
+
+    Written once, with the follow-up's pairs, by `leaderboard.services.followup`; the follow-up
+    study's report reads it to split the people's values by `FollowupPair.agreed` (AdvisorQA's
+    Fig. 4). The runs' names are kept as text, so that the split still names them when a run or
+    the source study is deleted.
+    """
+
+    class Agreeing(models.TextChoices):
+        ANY = "any", "Any disagreement"
+        FIRST = "first", "The first run agreed with the better side"
+        SECOND = "second", "The second run agreed with the better side"
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="followup_origin")
+    source_study = models.ForeignKey(
+        Study, null=True, on_delete=models.SET_NULL, related_name="followups"
+    )
+    first_run = models.ForeignKey(JudgeRun, null=True, on_delete=models.SET_NULL, related_name="+")
+    second_run = models.ForeignKey(JudgeRun, null=True, on_delete=models.SET_NULL, related_name="+")
+    first_label = models.CharField(max_length=300, help_text="The first run's judge and run id.")
+    second_label = models.CharField(max_length=300, help_text="The second run's judge and run id.")
+    agreeing = models.CharField(max_length=6, choices=Agreeing.choices, default=Agreeing.ANY)
+    sample_size = models.PositiveIntegerField()
+    seed = models.BigIntegerField()
+    candidates = models.PositiveIntegerField(help_text="Disagreements the sample was drawn from.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(agreeing__in=["any", "first", "second"]),
+                name="followup_agreeing_valid",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(study=models.F("source_study")), name="followup_not_itself"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"follow-up {self.study} of {self.first_label} vs {self.second_label}"
+
+
+class FollowupPair(models.Model):
+    """One pair of a follow-up study: the pair it copies, where its better side is known from,
+    the two runs' votes, and which run voted the better side (`agreed`). The votes differ, so at
+    most one run agreed; `neither` is a pair where one run voted a tie and the other the worse
+    side."""
+
+    class Basis(models.TextChoices):
+        GOLD = "gold", "The gold side"
+        RANKS = "ranks", "The answers' ranks"
+        SET = "set", "The pair's own shown winner"
+        PEOPLE = "people", "The people's decisive majority"
+
+    class Agreed(models.TextChoices):
+        FIRST = "first", "The first run"
+        SECOND = "second", "The second run"
+        NEITHER = "neither", "Neither run"
+
+    followup = models.ForeignKey(Followup, on_delete=models.CASCADE, related_name="pairs")
+    pair = models.OneToOneField(Pair, on_delete=models.CASCADE, related_name="followup_link")
+    source_pair = models.ForeignKey(Pair, null=True, on_delete=models.SET_NULL, related_name="+")
+    basis = models.CharField(max_length=6, choices=Basis.choices)
+    agreed = models.CharField(max_length=7, choices=Agreed.choices)
+    first_vote = models.CharField(max_length=3, help_text="A, B or tie, in the copy's terms.")
+    second_vote = models.CharField(max_length=3, help_text="A, B or tie, in the copy's terms.")
+
+    class Meta:
+        ordering = ["followup_id", "pair_id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(basis__in=["gold", "ranks", "set", "people"]),
+                name="followuppair_basis_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(agreed__in=["first", "second", "neither"]),
+                name="followuppair_agreed_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(first_vote__in=["A", "B", "tie"])
+                & models.Q(second_vote__in=["A", "B", "tie"])
+                & ~models.Q(first_vote=models.F("second_vote")),
+                name="followuppair_votes_differ",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"follow-up pair {self.pair_id} (copy of {self.source_pair_id})"

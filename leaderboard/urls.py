@@ -38,6 +38,11 @@ urlpatterns = [
         name="study_followup_create",
     ),
     path(
+        "<slug:slug>/analysis/followup/count/",
+        lazy_view("leaderboard.views_followup.StudyFollowupPreviewView"),
+        name="study_followup_preview",
+    ),
+    path(
         "<slug:slug>/analysis/units/<int:pair_id>/",
         lazy_view("leaderboard.views.StudyUnitDetailView"),
         name="study_unit",

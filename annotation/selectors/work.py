@@ -98,20 +98,33 @@ def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> Assignment 
     )
 
 
-def pair_rationale_winner(*, pair: Pair) -> str | None:
-    """The side ('A' or 'B') a rationale-only form presents as the winner, if it is known.
+@dataclass(frozen=True)
+class BetterSide:
+    """The side ('A' or 'B') known to be better, and where that is known from: ``gold`` (the gold
+    side), ``set`` (the pair's own `rationale_winner`, set by a follow-up study) or ``ranks``."""
 
-    Taken from the gold side, else from the pair's own `rationale_winner` (set by a follow-up
-    study), else from the answers' ranks (1 = best); never from a judge.
-    """
+    side: str
+    basis: str
+
+
+def pair_better_side(*, pair: Pair) -> BetterSide | None:
+    """The pair's known better side: the gold side, else the pair's own `rationale_winner`,
+    else the answers' ranks (1 = best; equal or missing ranks say nothing); never a judge."""
     if pair.is_gold and pair.gold_side in (Preference.A, Preference.B):
-        return pair.gold_side
+        return BetterSide(side=pair.gold_side, basis="gold")
     if pair.rationale_winner in (Preference.A, Preference.B):
-        return pair.rationale_winner
+        return BetterSide(side=pair.rationale_winner, basis="set")
     rank_a, rank_b = pair.answer_a.rank, pair.answer_b.rank
     if rank_a is None or rank_b is None or rank_a == rank_b:
         return None
-    return Preference.A if rank_a < rank_b else Preference.B
+    return BetterSide(side=Preference.A if rank_a < rank_b else Preference.B, basis="ranks")
+
+
+def pair_rationale_winner(*, pair: Pair) -> str | None:
+    """The side ('A' or 'B') a rationale-only form presents as the winner, if it is known
+    (:func:`pair_better_side`)."""
+    better = pair_better_side(pair=pair)
+    return better.side if better is not None else None
 
 
 @dataclass(frozen=True)

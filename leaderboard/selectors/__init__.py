@@ -12,4 +12,6 @@
 - `drilldown`: the units behind a report cell and one unit's detail.
 - `filters`: the choices a researcher may filter the analysis by.
 - `api`: the analysis API's operations and the studies it lists.
+- `followup`: two judge runs' disagreements, which run voted the better side, and their counts
+  (the follow-up rationale-only study).
 """

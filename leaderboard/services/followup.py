@@ -1,89 +1,58 @@
-"""A follow-up rationale-only study from the pairs where two judges disagree (AdvisorQA, Kim et
-al. 2024, sampled 300 such pairs and asked people why the better answer is better)."""
+"""A follow-up rationale-only study from the pairs where two judge runs disagree (AdvisorQA, Kim et
+al. 2024, sampled 300 such pairs and asked people why the better answer is better, Fig. 4).
+
+The pairs are chosen here (:mod:`leaderboard.selectors.followup` reads the disagreements); the
+annotation app copies them into the new study (`annotation.services.followup`); this module then
+records, in its own tables, where the follow-up came from and which run agreed with the better
+side of each pair, so that the follow-up's report can split the people's values by it.
+"""
 
 from __future__ import annotations
 
 import random
-import re
-from collections import Counter
-from dataclasses import dataclass
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System
-from annotation.selectors.work import pair_rationale_winner
-from annotation.services.roles import study_member_add
-from judges.models import JudgeCall, JudgeRun
+from annotation.models import Study
+from annotation.services.followup import followup_study_copy
+from judges.models import JudgeRun
+from leaderboard.models import Followup, FollowupPair
+from leaderboard.selectors.followup import (
+    AGREEING,
+    Disagreement,
+    judge_disagreements_get,
+    run_label,
+)
 
-SLUG_MAX = 80
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """A pair the two runs vote differently on, and the side the follow-up shows as better."""
-
-    pair_id: int
-    winner: str
+FLIP = {"A": "B", "B": "A", "tie": "tie"}
 
 
-def _run_votes(run: JudgeRun) -> dict[int, str]:
-    """One vote per pair, combining orders as the report does: agreeing orders give their
-    verdict, disagreeing orders a tie."""
-    labels: dict[int, set[str]] = {}
-    calls = JudgeCall.objects.filter(run=run, status=JudgeCall.Status.DONE).exclude(preference="")
-    for pair_id, preference in calls.values_list("pair_id", "preference"):
-        labels.setdefault(pair_id, set()).add(preference)
-    return {pair_id: next(iter(s)) if len(s) == 1 else "tie" for pair_id, s in labels.items()}
-
-
-def _people_majority(pair_ids: list[int]) -> dict[int, str]:
-    """The people's decisive majority per pair: A or B when it is the unique most common label."""
-    tallies: dict[int, Counter[str]] = {}
-    rows = HumanJudgment.objects.filter(pair_id__in=pair_ids).exclude(preference="")
-    for pair_id, preference in rows.values_list("pair_id", "preference"):
-        tallies.setdefault(pair_id, Counter())[preference] += 1
-    out = {}
-    for pair_id, tally in tallies.items():
-        (top, n), *rest = tally.most_common()
-        if top in ("A", "B") and (not rest or rest[0][1] < n):
-            out[pair_id] = top
-    return out
-
-
-def judge_disagreements_get(
-    *, study: Study, judge_a_run: JudgeRun, judge_b_run: JudgeRun
-) -> list[Disagreement]:
-    """The study's pairs both runs voted on with different labels (a tie differs from A and B)
-    and a known better side: the gold side or the answers' ranks, else the people's decisive
-    majority. Sorted by pair id."""
-    votes_a, votes_b = _run_votes(judge_a_run), _run_votes(judge_b_run)
-    differing = sorted(
-        pair_id for pair_id in set(votes_a) & set(votes_b) if votes_a[pair_id] != votes_b[pair_id]
+def _notes(
+    *,
+    study: Study,
+    first: JudgeRun,
+    second: JudgeRun,
+    agreeing: str,
+    chosen: list[Disagreement],
+    candidates: int,
+    seed: int,
+) -> str:
+    which = {
+        Followup.Agreeing.ANY: "",
+        Followup.Agreeing.FIRST: f" and {run_label(first)} voted the better side",
+        Followup.Agreeing.SECOND: f" and {run_label(second)} voted the better side",
+    }[Followup.Agreeing(agreeing)]
+    groups = {g: sum(d.agreed == g for d in chosen) for g in FollowupPair.Agreed.values}
+    return (
+        f"Follow-up of {study.slug}: {len(chosen)} of the {candidates} pairs where "
+        f"{run_label(first)} and {run_label(second)} vote differently{which}, sampled with seed "
+        f"{seed}. The better answer shown comes from the gold side or the answers' ranks, else "
+        f"from the people's majority. The first run voted it on {groups['first']} pairs, the "
+        f"second on {groups['second']}, neither (a tie against the worse side) on "
+        f"{groups['neither']}."
     )
-    pairs = Pair.objects.filter(study=study, pk__in=differing).select_related(
-        "answer_a", "answer_b"
-    )
-    majority = _people_majority(differing)
-    out = []
-    for pair in sorted(pairs, key=lambda p: p.pk):
-        winner = pair_rationale_winner(pair=pair) or majority.get(pair.pk)
-        if winner is not None:
-            out.append(Disagreement(pair_id=pair.pk, winner=winner))
-    return out
-
-
-def _followup_slug(study: Study) -> str:
-    """`<slug>-followup-N` with N one more than the highest taken."""
-    base = f"{study.slug}-followup-"[: SLUG_MAX - 4]
-    pattern = re.compile(re.escape(base) + r"(\d+)$")
-    taken = [
-        int(match.group(1))
-        for slug in Study.objects.filter(slug__startswith=base).values_list("slug", flat=True)
-        if (match := pattern.match(slug))
-    ]
-    return f"{base}{max(taken, default=0) + 1}"
 
 
 @transaction.atomic
@@ -92,6 +61,7 @@ def followup_study_create(
     study: Study,
     judge_a_run: JudgeRun,
     judge_b_run: JudgeRun,
+    agreeing: str = Followup.Agreeing.ANY,
     sample_size: int = 300,
     seed: int = 0,
     user: User,
@@ -99,112 +69,79 @@ def followup_study_create(
     """Create a draft rationale-only study of up to `sample_size` pairs where the two runs
     disagree, sampled with `seed`, and make `user` a member.
 
-    Copies the pairs' prompts, systems and answers; each new pair records the side shown as
-    better (`rationale_winner`). Locks the original study's row so that two requests get
-    different follow-up numbers.
+    `agreeing` keeps the disagreements where the first run (`first`) or the second (`second`)
+    voted the known better side, or all of them (`any`). The annotation app copies the pairs
+    (:func:`annotation.services.followup.followup_study_copy`, which locks the original study's
+    row); a `Followup` row and one `FollowupPair` per copy record the origin, in the same
+    transaction.
     """
     if judge_a_run.study_id != study.pk or judge_b_run.study_id != study.pk:
         raise ValidationError("Both judge runs must belong to the study.")
     if judge_a_run.pk == judge_b_run.pk:
         raise ValidationError("Choose two different judge runs.")
+    if agreeing not in AGREEING:
+        raise ValidationError(f"agreeing must be one of {list(AGREEING)}, not {agreeing!r}.")
     if sample_size < 1:
         raise ValidationError(f"The sample size must be at least 1, not {sample_size}.")
-    Study.objects.select_for_update().get(pk=study.pk)
     found = judge_disagreements_get(study=study, judge_a_run=judge_a_run, judge_b_run=judge_b_run)
+    if agreeing != Followup.Agreeing.ANY:
+        found = [d for d in found if d.agreed == agreeing]
     if not found:
+        which = "" if agreeing == Followup.Agreeing.ANY else f" where the {agreeing} run agreed"
         raise ValidationError(
-            "The two runs disagree on no pair with a known better answer; nothing to follow up."
+            f"The two runs disagree on no pair with a known better answer{which}; nothing to "
+            "follow up."
         )
     chosen = sorted(
         random.Random(seed).sample(found, min(sample_size, len(found))), key=lambda d: d.pair_id
     )
-    winner_of = {d.pair_id: d.winner for d in chosen}
-    originals = list(
-        Pair.objects.filter(pk__in=winner_of)
-        .select_related("prompt", "answer_a__system", "answer_b__system")
-        .order_by("pk")
-    )
-    slug = _followup_slug(study)
-    number = slug.rsplit("-", 1)[-1]
-    followup = Study.objects.create(
-        slug=slug,
-        name=f"{study.name}: follow-up {number}"[:200],
-        description=study.description,
-        instructions=study.instructions,
-        notes=(
-            f"Follow-up of {study.slug}: {len(chosen)} of the {len(found)} pairs where "
-            f"{judge_a_run.judge.name} (run {judge_a_run.pk}) and {judge_b_run.judge.name} "
-            f"(run {judge_b_run.pk}) vote differently, sampled with seed {seed}. The better "
-            "answer shown comes from the gold side or the answers' ranks, else from the people's "
-            "majority."
+    copied = followup_study_copy(
+        study=study,
+        winners={d.pair_id: d.winner for d in chosen},
+        notes=_notes(
+            study=study,
+            first=judge_a_run,
+            second=judge_b_run,
+            agreeing=agreeing,
+            chosen=chosen,
+            candidates=len(found),
+            seed=seed,
         ),
-        status=Study.Status.DRAFT,
-        form_likert=False,
-        form_values=False,
-        form_rationale_only=True,
-        form_acceptability=False,
-        form_axes=False,
-        form_comment=study.form_comment,
-        overlap=study.overlap,
-        target_per_worker=study.target_per_worker,
-        pay_per_judgment_cents=study.pay_per_judgment_cents,
-        hourly_floor_cents=study.hourly_floor_cents,
-        time_limit_seconds=study.time_limit_seconds,
-        gold_share=0,
-        categories=study.categories,
+        user=user,
     )
-    prompts: dict[int, Prompt] = {}
-    systems: dict[int, System] = {}
-    answers: dict[int, Answer] = {}
-
-    def copy_answer(answer: Answer, prompt: Prompt) -> Answer:
-        if answer.pk not in answers:
-            system = answer.system
-            if system.pk not in systems:
-                systems[system.pk] = System.objects.create(
-                    study=followup,
-                    name=system.name,
-                    version=system.version,
-                    decoding=system.decoding,
-                )
-            answers[answer.pk] = Answer.objects.create(
-                prompt=prompt,
-                system=systems[system.pk],
-                turns=answer.turns,
-                rank=answer.rank,
-                upvotes=answer.upvotes,
-                leak_matches=answer.leak_matches,
-                leak_flagged=answer.leak_flagged,
-                leak_cleared_by=answer.leak_cleared_by,
-                leak_cleared_at=answer.leak_cleared_at,
-            )
-        return answers[answer.pk]
-
-    for pair in originals:
-        source = pair.prompt
-        if source.pk not in prompts:
-            prompts[source.pk] = Prompt.objects.create(
-                study=followup,
-                external_id=source.external_id,
-                category=source.category,
-                turns=source.turns,
-            )
-        prompt = prompts[source.pk]
-        # Answers are copied in id order, so a copied pair keeps its canonical order.
-        first, second = sorted((pair.answer_a, pair.answer_b), key=lambda a: a.pk)
-        new_a, new_b = copy_answer(first, prompt), copy_answer(second, prompt)
-        winner = winner_of[pair.pk]
-        if new_a.pk > new_b.pk:
-            new_a, new_b = new_b, new_a
-            winner = "B" if winner == "A" else "A"
-        Pair.objects.create(
-            study=followup,
-            prompt=prompt,
-            answer_a=new_a,
-            answer_b=new_b,
-            turn=pair.turn,
-            source=Pair.Source.SAMPLE,
-            rationale_winner=winner,
+    origin = Followup.objects.create(
+        study=copied.study,
+        source_study=study,
+        first_run=judge_a_run,
+        second_run=judge_b_run,
+        first_label=run_label(judge_a_run),
+        second_label=run_label(judge_b_run),
+        agreeing=agreeing,
+        sample_size=sample_size,
+        seed=seed,
+        candidates=len(found),
+        created_by=user,
+    )
+    copies = dict(
+        copied.study.pairs.filter(pk__in=copied.pair_of.values()).values_list(
+            "pk", "rationale_winner"
         )
-    study_member_add(study=followup, user=user)
-    return followup
+    )
+    links = []
+    for d in chosen:
+        pair_id = copied.pair_of[d.pair_id]
+        # The copy names its sides anew when its answers' ids come in the other order.
+        flipped = copies[pair_id] != d.winner
+        links.append(
+            FollowupPair(
+                followup=origin,
+                pair_id=pair_id,
+                source_pair_id=d.pair_id,
+                basis=d.basis,
+                agreed=d.agreed,
+                first_vote=FLIP[d.first_vote] if flipped else d.first_vote,
+                second_vote=FLIP[d.second_vote] if flipped else d.second_vote,
+            )
+        )
+    FollowupPair.objects.bulk_create(links)
+    return copied.study

@@ -13,9 +13,11 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Answer, Assignment, HumanJudgment, Pair, Study
+from annotation.models import Answer, Assignment, HumanJudgment, Pair, Prompt, Study, System
 from annotation.selectors.work import pair_rationale_winner
 from judges.models import Judge, JudgeCall, JudgeRun
+from leaderboard.models import Followup, FollowupPair
+from leaderboard.selectors.followup import Disagreement, judge_disagreements_get
 from leaderboard.services.followup import followup_study_create
 from tests.annotation.work_helpers import enter_and_consent, make_pairs
 from tests.conftest import Cast
@@ -242,3 +244,198 @@ def test_everyone_else_gets_a_404_from_the_follow_up_action(
 def test_the_follow_up_action_takes_only_posts(client: Client, cast: Cast, setup: Setup) -> None:
     client.force_login(cast.researcher)
     assert client.get(post_url(setup.study)).status_code == 405
+
+
+def _by_prompt(study: Study, rows: list[Disagreement]) -> dict[str, tuple[str, str, str]]:
+    names = dict(Pair.objects.filter(study=study).values_list("pk", "prompt__external_id"))
+    return {names[d.pair_id]: (d.winner, d.basis, d.agreed) for d in rows}
+
+
+def test_each_disagreement_says_which_run_voted_the_better_side(setup: Setup) -> None:
+    """X votes A, the ranked side, on p0-p9: X agreed. On p10 X votes a tie and Y the better
+    side A: Y agreed. On p12-p13 the people's majority B is the better side: Y agreed."""
+    found = judge_disagreements_get(
+        study=setup.study, judge_a_run=setup.run_x, judge_b_run=setup.run_y
+    )
+    expected = {f"p{i}": ("A", "ranks", "first") for i in range(10)}
+    expected |= {"p10": ("A", "ranks", "second")}
+    expected |= {f"p{i}": ("B", "people", "second") for i in (12, 13)}
+    assert _by_prompt(setup.study, found) == expected
+    assert [(d.first_vote, d.second_vote) for d in found if d.agreed == "second"][0] == ("tie", "A")
+    # A tie against the worse side: neither run agreed.
+    JudgeCall.objects.filter(run=setup.run_y, pair__prompt__external_id="p10").update(
+        preference="B"
+    )
+    expected["p10"] = ("A", "ranks", "neither")
+    found = judge_disagreements_get(
+        study=setup.study, judge_a_run=setup.run_x, judge_b_run=setup.run_y
+    )
+    assert _by_prompt(setup.study, found) == expected
+    # The other way round, the first run is Y.
+    swapped = judge_disagreements_get(
+        study=setup.study, judge_a_run=setup.run_y, judge_b_run=setup.run_x
+    )
+    flip = {"first": "second", "second": "first", "neither": "neither"}
+    assert _by_prompt(setup.study, swapped) == {
+        key: (winner, basis, flip[agreed]) for key, (winner, basis, agreed) in expected.items()
+    }
+
+
+def test_a_follow_up_of_the_second_runs_wins_holds_them_and_records_where_it_came_from(
+    cast: Cast, setup: Setup
+) -> None:
+    followup = followup_study_create(
+        study=setup.study,
+        judge_a_run=setup.run_x,
+        judge_b_run=setup.run_y,
+        agreeing="second",
+        seed=5,
+        user=cast.researcher,
+    )
+    assert followup_pairs(followup) == {"p10": "A", "p12": "B", "p13": "B"}
+    origin = Followup.objects.get(study=followup)
+    assert (origin.source_study, origin.first_run, origin.second_run) == (
+        setup.study,
+        setup.run_x,
+        setup.run_y,
+    )
+    assert (origin.first_label, origin.second_label) == (
+        f"judge x (run {setup.run_x.pk})",
+        f"judge y (run {setup.run_y.pk})",
+    )
+    assert (origin.agreeing, origin.candidates, origin.seed, origin.sample_size) == (
+        "second",
+        3,
+        5,
+        300,
+    )
+    links = FollowupPair.objects.filter(followup=origin).select_related("pair__prompt")
+    assert sorted(
+        (link.pair.prompt.external_id, link.basis, link.agreed, link.first_vote) for link in links
+    ) == [
+        ("p10", "ranks", "second", "tie"),
+        ("p12", "people", "second", "A"),
+        ("p13", "people", "second", "A"),
+    ]
+    assert all(link.pair.study == followup for link in links)
+    assert [link.second_vote for link in links] == [link.pair.rationale_winner for link in links]
+    assert "voted the better side" in followup.notes and "second on 3" in followup.notes
+
+
+def test_a_follow_up_with_an_unknown_filter_or_none_left_creates_nothing(
+    cast: Cast, setup: Setup
+) -> None:
+    with pytest.raises(ValidationError, match="agreeing must be one of"):
+        followup_study_create(
+            study=setup.study,
+            judge_a_run=setup.run_x,
+            judge_b_run=setup.run_y,
+            agreeing="both",
+            user=cast.researcher,
+        )
+    # Y votes like X except on p3, where X votes the better side: no disagreement is left where
+    # the second run agreed.
+    JudgeCall.objects.filter(run=setup.run_y).update(preference="A")
+    y_calls = JudgeCall.objects.filter(run=setup.run_y)
+    y_calls.filter(pair__prompt__external_id="p3").update(preference="B")
+    y_calls.filter(pair__prompt__external_id="p10").update(preference="tie")
+    with pytest.raises(ValidationError, match="where the second run agreed"):
+        followup_study_create(
+            study=setup.study,
+            judge_a_run=setup.run_x,
+            judge_b_run=setup.run_y,
+            agreeing="second",
+            user=cast.researcher,
+        )
+    assert not Study.objects.filter(slug__contains="followup").exists()
+    assert not Followup.objects.exists()
+
+
+def test_a_copy_that_names_its_sides_anew_records_the_votes_in_its_own_terms(
+    cast: Cast,
+) -> None:
+    """One prompt, answers ranked 1 < 2 < 3, pairs (1, 3) then (2, 3): the second copy's answer
+    3 was copied before answer 2, so the copy's A is the original's B."""
+    study = cast.study
+    prompt = Prompt.objects.create(study=study, external_id="q", turns=["Q?"])
+    answers = [
+        Answer.objects.create(
+            prompt=prompt,
+            system=System.objects.create(study=study, name=f"s{rank}"),
+            turns=[f"answer {rank}"],
+            rank=rank,
+        )
+        for rank in (1, 2, 3)
+    ]
+    first = Pair.objects.create(
+        study=study, prompt=prompt, answer_a=answers[0], answer_b=answers[2]
+    )
+    second = Pair.objects.create(
+        study=study, prompt=prompt, answer_a=answers[1], answer_b=answers[2]
+    )
+    run_x = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="judge x", kind="llm"), study=study, status="done"
+    )
+    run_y = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="judge y", kind="llm"), study=study, status="done"
+    )
+    for pair in (first, second):
+        _call(run_x, pair, "A")
+        _call(run_y, pair, "B")
+    followup = followup_study_create(
+        study=study, judge_a_run=run_x, judge_b_run=run_y, user=cast.researcher
+    )
+    links = {
+        link.source_pair_id: link
+        for link in FollowupPair.objects.filter(followup__study=followup).select_related("pair")
+    }
+    assert (links[first.pk].pair.rationale_winner, links[first.pk].first_vote) == ("A", "A")
+    flipped = links[second.pk]
+    assert flipped.pair.answer_a.rank == 3 and flipped.pair.rationale_winner == "B"
+    assert (flipped.first_vote, flipped.second_vote, flipped.agreed) == ("B", "A", "first")
+
+
+def form_data(setup: Setup, **fields: object) -> dict[str, object]:
+    """The follow-up form's fields for runs X then Y, sample size 300 and seed 1, with changes."""
+    data: dict[str, object] = {
+        "judge_a_run": setup.run_x.pk,
+        "judge_b_run": setup.run_y.pk,
+        "sample_size": 300,
+        "seed": 1,
+    }
+    return data | fields
+
+
+def preview_url(study: Study) -> str:
+    return reverse("leaderboard:study_followup_preview", kwargs={"slug": study.slug})
+
+
+def test_the_form_counts_the_disagreements_by_which_run_agreed_before_creating_anything(
+    client: Client, cast: Cast, setup: Setup
+) -> None:
+    client.force_login(cast.researcher)
+    data = form_data(setup, agreeing="first", sample_size=4)
+    response = client.post(preview_url(setup.study), data)
+    assert response.status_code == 200
+    page = response.content.decode()
+    counts = page[page.index('id="followup-counts"') : page.index("</table>")]
+    cells = [c.split("</td>")[0] for c in counts.split("<td>")[1:]]
+    # first, second, neither, then the total after its row header.
+    assert (cells[1:6:2], cells[-1]) == (["10", "3", "0"], "13")
+    assert "Disagreements without a known better answer (not sampled): 2." in page
+    assert "the follow-up gets 4 of 10 pairs" in page
+    assert '<option value="first" selected>' in page
+    assert not Study.objects.filter(slug__contains="followup").exists()
+    assert client.get(preview_url(setup.study)).status_code == 405
+    client.force_login(cast.outsider)
+    assert client.post(preview_url(setup.study), data).status_code == 404
+
+
+def test_the_dashboard_creates_a_follow_up_of_the_first_runs_wins(
+    client: Client, cast: Cast, setup: Setup
+) -> None:
+    client.force_login(cast.researcher)
+    response = client.post(post_url(setup.study), form_data(setup, agreeing="first"))
+    assert response["Location"] == "/studies/main-study-followup-1/"
+    links = FollowupPair.objects.filter(followup__study__slug="main-study-followup-1")
+    assert links.count() == 10 and set(links.values_list("agreed", flat=True)) == {"first"}
