@@ -1,12 +1,16 @@
 """The report's straightforward implementation, kept as the benchmark's baseline.
 
 These are the versions of the report's hot spots before they were made fast: pandas group-bys
-on string labels for agreement, one resample of unit indices per bootstrap round, online Elo fed
-from materialised blocks of draws indexing three arrays of the battles' length, a dictionary
-lookup per battle, a pivot table for flip rates, group-bys and index intersections for the
+on string labels for agreement, one resample of unit indices per bootstrap round, battles
+mapped label by label, a pivot table for flip rates, group-bys and index intersections for the
 per-category correlations, the kappas against the people's majority and Fleiss' counts.
 `baseline()` swaps them in, so that the benchmark times the same report both ways in one run,
 and tests check both give the same numbers.
+
+Elo is not swapped: both runs use the one compiled kernel, whose reference (a per-battle loop
+replaying the same draws) lives with the tests, `tests/leaderboard/reference_elo.py`, and is
+timed against the kernel by `benchmarks/bench_elo.py`. A second, slower Elo engine kept here
+only for the ratio would be an engine nobody runs.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from leaderboard.report.agreement import FleissResult, Kappa, WeightedKappa
 from leaderboard.report.base import ReportData
 from leaderboard.report.per_category import CategoryRow, JudgeCorrelation, PerCategoryResult
 from leaderboard.report.position_bias import JudgeBias
-from leaderboard.stats import pairwise, ratings
+from leaderboard.stats import pairwise
 from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
 from leaderboard.stats.bias import flip_rate, position_bias
 from leaderboard.stats.correlation import correlation
@@ -166,41 +170,6 @@ def bootstrap_agreement_ci(
     )
 
 
-def _encode(battles: pd.DataFrame) -> ratings._Encoded:
-    """A dictionary lookup per battle."""
-    winners = battles["winner"].astype(object)
-    model_a = battles["model_a"].astype(str).to_numpy()
-    model_b = battles["model_b"].astype(str).to_numpy()
-    models = sorted(set(model_a.tolist()) | set(model_b.tolist()))
-    code = {m: i for i, m in enumerate(models)}
-    return ratings._Encoded(
-        models=models,
-        a=np.fromiter((code[m] for m in model_a), dtype=np.intp, count=len(model_a)),
-        b=np.fromiter((code[m] for m in model_b), dtype=np.intp, count=len(model_b)),
-        score_a=winners.map(ratings._SCORE_A).to_numpy(dtype=np.float64),
-    )
-
-
-def _elo_bootstrap_blocks(
-    enc: ratings._Encoded,
-    key: np.uint64,
-    rounds: int,
-    k: float,
-    scale: float,
-    base: float,
-) -> tuple[Any, Any]:
-    """The same draws as the fast path, materialised in blocks of battle positions by numpy and
-    played by the per-battle compiled loop over three arrays, on one thread."""
-    n = len(enc.a)
-    block_rows = max(1, ratings._BLOCK_CELLS // rounds)
-    all_rounds = np.arange(rounds)
-    blocks = (
-        ratings._draws(key, n, all_rounds, np.arange(s, min(s + block_rows, n)))
-        for s in range(0, n, block_rows)
-    )
-    return ratings._elo_compiled(enc, blocks, rounds, k, scale, base)
-
-
 def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     rows = frame if ties else frame[frame["label"] != "tie"]
     winner = rows["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"})
@@ -213,7 +182,7 @@ def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     )
 
 
-def _judge_position_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
+def judge_position_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
     ordered = calls[calls["order"].isin(["ab", "ba"])]
     shown = ordered.dropna(subset=["likert_shown"])
     histogram = None
@@ -283,7 +252,7 @@ def _per_category(data: ReportData) -> PerCategoryResult:
     return PerCategoryResult(scale, per_category.DEFINITION, rows)  # type: ignore[arg-type]
 
 
-def _kappas(
+def kappas(
     judge: pd.DataFrame, human: pd.DataFrame, majority: pd.Series | None = None
 ) -> tuple[Kappa, WeightedKappa]:
     """The judge against the people's majority through an index intersection, and the weighted
@@ -317,7 +286,7 @@ def _kappas(
     return Kappa(kappa, len(both)), WeightedKappa(weighted, "quadratic", len(merged))
 
 
-def _fleiss(human: pd.DataFrame) -> FleissResult:
+def fleiss(human: pd.DataFrame) -> FleissResult:
     """The units x labels counts by a group-by on pair and label, unstacked."""
     counts = (
         human.groupby(["pair_id", "label"], observed=True).size().unstack("label", fill_value=0)
@@ -339,14 +308,12 @@ def baseline() -> Iterator[None]:
         (pairwise, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
         (agreement, "pairwise_agreement_by_unit", pairwise_agreement_by_unit),
         (agreement, "bootstrap_agreement_ci", bootstrap_agreement_ci),
-        (ratings, "_encode", _encode),
-        (ratings, "_elo_bootstrap_fused", _elo_bootstrap_blocks),
         (leaderboards, "battles_of", _battles),
-        (position_bias_section, "_judge_bias", _judge_position_bias),
+        (position_bias_section, "_judge_bias", judge_position_bias),
         (agreement, "cohen_kappa", _cohen_kappa),
         (per_category, "per_category_compute", _per_category),
-        (agreement, "_kappas", _kappas),
-        (agreement, "_fleiss", _fleiss),
+        (agreement, "_kappas", kappas),
+        (agreement, "_fleiss", fleiss),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:

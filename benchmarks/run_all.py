@@ -261,9 +261,7 @@ def report_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
 def elo_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
     sizes = ["--battles", "5000", "--rounds", "20"] if quick else []
     code, out = _run([PY, "benchmarks/bench_elo.py", *sizes], timeout, env)
-    engine = re.search(r"elo_bootstrap, numba engine:\s+([\d.]+) s", out) or re.search(
-        r"elo_bootstrap, numpy engine:\s+([\d.]+) s", out
-    )
+    engine = re.search(r"elo_bootstrap, battles resampled:\s+([\d.]+) s", out)
     loops = re.findall(r"^(\S[^:\n]*loop[^:\n]*):\s+([\d.]+) s", out, re.M)
     if not engine:
         return [Row("Elo bootstrap", f"failed (rc {code}): {_last_line(out)}")]

@@ -46,10 +46,10 @@ MIN_ROUNDS = 100
 class ReportParams:
     """Statistical parameters of a report (filters are separate).
 
-    resample: what a bootstrap round of the agreement and Bradley-Terry intervals draws with
-    replacement: ``prompt`` (default: all of a prompt's units and votes together, the honest
+    resample: what a bootstrap round of the agreement, Elo and Bradley-Terry intervals draws
+    with replacement: ``prompt`` (default: all of a prompt's units and votes together, the honest
     uncertainty about new prompts) or ``vote`` (each unit or battle on its own, FastChat's
-    choice). The Elo bootstrap draws battles either way.
+    choice).
     """
 
     seed: int = 0

@@ -103,25 +103,32 @@ def _ratings(frame: pd.DataFrame) -> list[ModelRating]:
 def board_compute(frame: pd.DataFrame, params: ReportParams, prompt_of: pd.Series) -> Board:
     """One source's leaderboards from its votes.
 
-    Bradley-Terry's interval resamples prompts (``params.resample``) or battles; Elo's draws
-    battles (its compiled kernel draws battles one by one). Rounds are cut for a large source so
-    that the report keeps its time (``rounds_within``); the board states the rounds run."""
+    The Elo and Bradley-Terry intervals resample prompts (``params.resample``, the default: all
+    of a prompt's battles together) or battles. Rounds are cut for a large source so that the
+    report keeps its time (``rounds_within``); the board states the unit and rounds run."""
     with_ties, without_ties = battles_of(frame, ties=True), battles_of(frame, ties=False)
     elo_rounds = rounds_within(params.elo_rounds, len(with_ties), ELO_UPDATES_BUDGET)
-    clusters = None
+    clusters = clusters_without_ties = None
     bt_rounds = params.bt_rounds
     if params.resample == "prompt":
         clusters = prompt_of.reindex(frame["pair_id"]).to_numpy()
+        clusters_without_ties = clusters[(frame["label"] != "tie").to_numpy()]
         prompts = len(pd.unique(clusters))
         bt_rounds = rounds_within(params.bt_rounds, prompts, BT_PROMPT_DRAWS_BUDGET)
+
+    def elo(battles: pd.DataFrame, prompts: Any) -> list[ModelRating]:
+        return _ratings(
+            elo_bootstrap(battles, rounds=elo_rounds, seed=params.seed, clusters=prompts)
+        )
+
     return Board(
         battles=len(with_ties),
-        elo_with_ties=_ratings(elo_bootstrap(with_ties, rounds=elo_rounds, seed=params.seed)),
-        elo_without_ties=_ratings(elo_bootstrap(without_ties, rounds=elo_rounds, seed=params.seed)),
+        elo_with_ties=elo(with_ties, clusters),
+        elo_without_ties=elo(without_ties, clusters_without_ties),
         bradley_terry=_ratings(
             bradley_terry(with_ties, rounds=bt_rounds, seed=params.seed, clusters=clusters)
         ),
-        elo_bootstrap=Bootstrap("vote", elo_rounds),
+        elo_bootstrap=Bootstrap(params.resample, elo_rounds),
         bradley_terry_bootstrap=Bootstrap(params.resample, bt_rounds),
     )
 

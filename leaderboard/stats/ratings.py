@@ -9,27 +9,18 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numba
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-try:
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # numba is optional; without it the numpy lockstep path runs.
-    HAVE_NUMBA = False
-
 RATING_COLUMNS = ["model", "rating", "lower", "upper"]
 _SCORE_A = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
-# Bootstrap draws are made and consumed in blocks of battle positions of about this many
-# (position, round) cells, so memory stays bounded whatever the number of rounds.
-_BLOCK_CELLS = 1 << 20
 _QUANTILES = (0.025, 0.5, 0.975)
 
 
@@ -153,85 +144,6 @@ def bootstrap_battle_indices(n_battles: int, rounds: int, seed: int) -> npt.NDAr
     return _draws(key, n_battles, np.arange(rounds), np.arange(n_battles)).T.copy()
 
 
-def _elo_lockstep(
-    enc: _Encoded,
-    positions: Iterable[npt.NDArray[np.int64]],
-    rounds: int,
-    k: float,
-    scale: float,
-    base: float,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """Run online Elo in all rounds at once, one battle position at a time.
-
-    ``positions`` yields, one at a time, blocks of shape (block, rounds) of battle indices.
-    Returns the final (rounds, models) ratings relative to the initial rating, and which models
-    played in each round.
-    """
-    m = len(enc.models)
-    # Work in units v = R * ln(base) / (2 * scale): the expected score of A is then
-    # 1 / (1 + base ** ((Rb - Ra) / scale)) = (1 + tanh(va - vb)) / 2, and the Elo update
-    # k * (s - e) becomes p - q * tanh(va - vb), which needs the fewest array operations.
-    to_v = math.log(base) / (2.0 * scale)
-    q = to_v * k / 2.0
-    v = np.zeros(rounds * m)
-    played = np.zeros(rounds * m, dtype=bool)
-    offsets = np.arange(rounds, dtype=np.intp) * m
-    for block in positions:
-        flat_a = enc.a[block] + offsets
-        flat_b = enc.b[block] + offsets
-        p = (to_v * k) * (enc.score_a[block] - 0.5)
-        played[flat_a.ravel()] = True
-        played[flat_b.ravel()] = True
-        for fa, fb, pt in zip(flat_a, flat_b, p, strict=True):
-            # Within one position every round touches its own slice of v, so fancy-index
-            # assignment never writes one cell twice.
-            va = v[fa]
-            vb = v[fb]
-            d = va - vb
-            np.tanh(d, out=d)
-            d *= q
-            np.subtract(pt, d, out=d)
-            va += d
-            vb -= d
-            v[fa] = va
-            v[fb] = vb
-    return (v / to_v).reshape(rounds, m), played.reshape(rounds, m)
-
-
-def _elo_rounds_loop(
-    v: npt.NDArray[np.float64],
-    played: npt.NDArray[np.bool_],
-    a: npt.NDArray[np.intp],
-    b: npt.NDArray[np.intp],
-    score_a: npt.NDArray[np.float64],
-    block: npt.NDArray[np.int64],
-    k: float,
-    log_base_over_scale: float,
-) -> None:
-    """Advance every round's ratings ``v[r]`` over the battles ``block[:, r]``, in place.
-
-    Written as the plain per-battle loop so that numba compiles it; called only compiled.
-    ``base ** (x / scale)`` is computed as ``exp(x * ln(base) / scale)``.
-    """
-    for t in range(block.shape[0]):
-        for r in range(block.shape[1]):
-            i = block[t, r]
-            ia = a[i]
-            ib = b[i]
-            ra = v[r, ia]
-            rb = v[r, ib]
-            delta = k * (score_a[i] - 1.0 / (1.0 + np.exp((rb - ra) * log_base_over_scale)))
-            v[r, ia] = ra + delta
-            v[r, ib] = rb - delta
-            played[r, ia] = True
-            played[r, ib] = True
-
-
-# cache=True: the machine code is kept on disk (numba's cache, next to this file or in
-# NUMBA_CACHE_DIR), so a new process loads the kernels instead of compiling them again.
-_elo_rounds_compiled = numba.njit(nogil=True, cache=True)(_elo_rounds_loop) if HAVE_NUMBA else None
-
-
 # Rounds played side by side by one thread: their Elo chains are independent, so the CPU overlaps
 # them.
 _GROUP = 16
@@ -250,6 +162,63 @@ def _mix13(z: np.uint64) -> np.uint64:
     z = (z ^ (z >> np.uint64(30))) * _MIX13_1
     z = (z ^ (z >> np.uint64(27))) * _MIX13_2
     return z ^ (z >> np.uint64(31))
+
+
+def _exp_pair(x: float, short: bool, series: bool) -> tuple[float, float]:
+    """``(exp(x), exp(-x))`` for the step ``x`` of an Elo update in strengths: by the Taylor
+    series to the 7th power (``short``), to the 13th (``series``), else by ``exp`` (see
+    :func:`_elo_draws_loop` for the error bounds). Compiled by numba; called only compiled."""
+    if short:
+        x2 = x * x
+        even = 1.0 + x2 * (_E2 + x2 * (_E4 + x2 * _E6))
+        odd = x * (1.0 + x2 * (_E3 + x2 * (_E5 + x2 * _E7)))
+        return even + odd, even - odd
+    if series:
+        x2 = x * x
+        even = 1.0 + x2 * (_E2 + x2 * (_E4 + x2 * (_E6 + x2 * (_E8 + x2 * (_E10 + x2 * _E12)))))
+        odd = x * (1.0 + x2 * (_E3 + x2 * (_E5 + x2 * (_E7 + x2 * (_E9 + x2 * _E11)))))
+        return even + odd, even - odd
+    up = math.exp(x)
+    return up, 1.0 / up
+
+
+def _play(
+    q: npt.NDArray[np.float64],
+    row: np.uint64,
+    kind: np.uint64,
+    kind_a: npt.NDArray[np.uint64],
+    kind_b: npt.NDArray[np.uint64],
+    kind_score: npt.NDArray[np.float64],
+    step: float,
+    short: bool,
+    series: bool,
+) -> None:
+    """One Elo update in strengths: the battle of kind ``kind`` in the round whose strengths
+    start at ``q[row]`` (see :func:`_elo_draws_loop`). Compiled by numba; called only compiled."""
+    at_a = row + kind_a[kind]
+    at_b = row + kind_b[kind]
+    qa = q[at_a]
+    qb = q[at_b]
+    up, down = _exp_pair_compiled(step * (kind_score[kind] - qa / (qa + qb)), short, series)
+    q[at_a] = qa * up
+    q[at_b] = qb * down
+
+
+def _mark_played(
+    played: npt.NDArray[np.bool_],
+    seen: npt.NDArray[np.bool_],
+    group: int,
+    width: int,
+    kind_a: npt.NDArray[np.uint64],
+    kind_b: npt.NDArray[np.uint64],
+) -> None:
+    """Mark the models of the kinds seen in rounds ``group`` to ``group + width - 1`` as
+    played. Compiled by numba; called only compiled."""
+    for j in range(width):
+        for kind in range(kind_a.size):
+            if seen[j, kind]:
+                played[group + j, kind_a[kind]] = True
+                played[group + j, kind_b[kind]] = True
 
 
 def _elo_draws_loop(
@@ -321,37 +290,122 @@ def _elo_draws_loop(
                     seen[j, kind] = True
             for t in range(length):
                 for j in range(width):
-                    kind = np.uint64(drawn[t, j])
-                    row = np.uint64(group + j) * models
-                    at_a = row + kind_a[kind]
-                    at_b = row + kind_b[kind]
-                    qa = q[at_a]
-                    qb = q[at_b]
-                    x = step * (kind_score[kind] - qa / (qa + qb))
-                    if short:
-                        x2 = x * x
-                        even = 1.0 + x2 * (_E2 + x2 * (_E4 + x2 * _E6))
-                        odd = x * (1.0 + x2 * (_E3 + x2 * (_E5 + x2 * _E7)))
-                        up, down = even + odd, even - odd
-                    elif series:
-                        x2 = x * x
-                        even = 1.0 + x2 * (
-                            _E2 + x2 * (_E4 + x2 * (_E6 + x2 * (_E8 + x2 * (_E10 + x2 * _E12))))
-                        )
-                        odd = x * (
-                            1.0 + x2 * (_E3 + x2 * (_E5 + x2 * (_E7 + x2 * (_E9 + x2 * _E11))))
-                        )
-                        up, down = even + odd, even - odd
-                    else:
-                        up = math.exp(x)
-                        down = 1.0 / up
-                    q[at_a] = qa * up
-                    q[at_b] = qb * down
+                    _play_compiled(
+                        q,
+                        np.uint64(group + j) * models,
+                        np.uint64(drawn[t, j]),
+                        kind_a,
+                        kind_b,
+                        kind_score,
+                        step,
+                        short,
+                        series,
+                    )
+        _mark_played_compiled(played, seen, group, width, kind_a, kind_b)
+
+
+# Rounds of the prompt bootstrap played side by side by one thread (each holds its own sequence of
+# battles, so fewer than the battle bootstrap's).
+_PROMPT_GROUP = 4
+# A round of the prompt bootstrap takes its random words from a stretch of this many counters.
+_ROUND_WORDS = np.uint64(1 << 40)
+_SHIFT32 = np.uint64(32)
+
+
+def _below(u: np.uint64, bound: np.uint64) -> np.uint64:
+    """``floor(u * bound / 2**64)`` exactly, for ``bound < 2**32`` (Lemire's multiply-high).
+    Compiled by numba; called only compiled."""
+    return ((u >> _SHIFT32) * bound + (((u & _LOW32) * bound) >> _SHIFT32)) >> _SHIFT32
+
+
+def _elo_prompts_loop(
+    q: npt.NDArray[np.float64],
+    played: npt.NDArray[np.bool_],
+    battle_kind: npt.NDArray[np.uint32],
+    prompt_start: npt.NDArray[np.int64],
+    kind_a: npt.NDArray[np.uint64],
+    kind_b: npt.NDArray[np.uint64],
+    kind_score: npt.NDArray[np.float64],
+    key: np.uint64,
+    first: int,
+    stop: int,
+    k: float,
+    log_base_over_scale: float,
+) -> None:
+    """Play rounds ``first`` to ``stop - 1`` of the prompt bootstrap into ``q`` (the rounds x
+    models strengths, flattened) and ``played``, in place.
+
+    The battles are numbered by prompt, then kind (:func:`canonical_battle_order` with
+    clusters): prompt ``p`` holds positions ``prompt_start[p]`` to ``prompt_start[p + 1] - 1``,
+    and ``battle_kind`` gives each position's kind. Round ``r`` reads the random words
+    ``u_i = mix13(K + (r 2**40 + i + 1) * 0x9E3779B97F4A7C15 mod 2**64)``, ``i = 0, 1, ...``:
+    words ``0`` to ``C - 1`` draw the ``C`` prompts with replacement (prompt
+    ``floor(u_i C / 2**64)``); the drawn prompts' battles, listed prompt after prompt, are put
+    in a random order by the "inside-out" Fisher-Yates shuffle (Durstenfeld 1964; Knuth, TAOCP
+    vol. 2, 3.4.2, algorithm P), battle ``t`` of the list taking word ``C + t`` and going to
+    position ``j = floor(u (t + 1) / 2**64)`` (the one there moving to ``t``); the round then
+    plays that sequence with the update of :func:`_elo_draws_loop`. ``_PROMPT_GROUP`` rounds
+    are played side by side. Releases the GIL. Compiled by numba; called only compiled.
+    """
+    models = np.uint64(played.shape[1])
+    prompts = prompt_start.size - 1
+    bound = np.uint64(prompts)
+    step = k * log_base_over_scale
+    short = abs(step) < 0.03
+    series = abs(step) < 0.25
+    kinds = kind_a.size
+    sequence = np.empty((_PROMPT_GROUP, battle_kind.size), dtype=np.uint32)
+    length = np.zeros(_PROMPT_GROUP, dtype=np.int64)
+    drawn = np.empty(prompts, dtype=np.int64)
+    seen = np.zeros((_PROMPT_GROUP, kinds), dtype=np.bool_)
+    for group in range(first, stop, _PROMPT_GROUP):
+        width = min(_PROMPT_GROUP, stop - group)
+        seen[:] = False
         for j in range(width):
-            for kind in range(kinds):
-                if seen[j, kind]:
-                    played[group + j, kind_a[kind]] = True
-                    played[group + j, kind_b[kind]] = True
+            state = key + (np.uint64(group + j) * _ROUND_WORDS + np.uint64(1)) * _GOLDEN_GAMMA
+            total = 0
+            for c in range(prompts):
+                p = np.int64(_below_compiled(_mix13_compiled(state), bound))
+                state += _GOLDEN_GAMMA
+                drawn[c] = p
+                total += prompt_start[p + 1] - prompt_start[p]
+            if total >= 2**32:
+                raise ValueError("a bootstrap round needs fewer than 2**32 battles")
+            if total > sequence.shape[1]:
+                # A round drew more battles than there are: room for them, keeping the group's
+                # sequences drawn so far.
+                larger = np.empty((_PROMPT_GROUP, max(total, 2 * sequence.shape[1])), np.uint32)
+                for i in range(j):
+                    larger[i, : length[i]] = sequence[i, : length[i]]
+                sequence = larger
+            t = 0
+            for c in range(prompts):
+                p = drawn[c]
+                for i in range(prompt_start[p], prompt_start[p + 1]):
+                    kind = battle_kind[i]
+                    at = _below_compiled(_mix13_compiled(state), np.uint64(t + 1))
+                    state += _GOLDEN_GAMMA
+                    sequence[j, t] = sequence[j, at]
+                    sequence[j, at] = kind
+                    seen[j, kind] = True
+                    t += 1
+            length[j] = total
+        for t in range(length[:width].max()):
+            for j in range(width):
+                if t >= length[j]:
+                    continue
+                _play_compiled(
+                    q,
+                    np.uint64(group + j) * models,
+                    np.uint64(sequence[j, t]),
+                    kind_a,
+                    kind_b,
+                    kind_score,
+                    step,
+                    short,
+                    series,
+                )
+        _mark_played_compiled(played, seen, group, width, kind_a, kind_b)
 
 
 # 1/i! for the Taylor series of exp in _elo_draws_loop.
@@ -359,34 +413,13 @@ _E2, _E3, _E4, _E5, _E6, _E7 = (1.0 / math.factorial(i) for i in range(2, 8))
 _E8, _E9, _E10, _E11, _E12 = (1.0 / math.factorial(i) for i in range(8, 13))
 
 
-if HAVE_NUMBA:
-    _mix13_compiled = numba.njit(cache=True)(_mix13)
-    _elo_draws_compiled = numba.njit(nogil=True, cache=True)(_elo_draws_loop)
-else:
-    _elo_draws_compiled = None  # type: ignore[assignment]
-
-# "numba" when numba is installed; tests switch to "numpy" to check the fallback path too.
-_ENGINE: Literal["numba", "numpy"] = "numba" if HAVE_NUMBA else "numpy"
-
-
-def _elo_compiled(
-    enc: _Encoded,
-    positions: Iterable[npt.NDArray[np.int64]],
-    rounds: int,
-    k: float,
-    scale: float,
-    base: float,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """Same contract as :func:`_elo_lockstep`, with the per-battle loop compiled by numba."""
-    if _elo_rounds_compiled is None:
-        raise RuntimeError("the numba engine needs numba installed")
-    m = len(enc.models)
-    v = np.zeros((rounds, m))
-    played = np.zeros((rounds, m), dtype=bool)
-    coefficient = math.log(base) / scale
-    for block in positions:
-        _elo_rounds_compiled(v, played, enc.a, enc.b, enc.score_a, block, k, coefficient)
-    return v, played
+_mix13_compiled = numba.njit(cache=True)(_mix13)
+_exp_pair_compiled = numba.njit(cache=True, inline="always")(_exp_pair)
+_play_compiled = numba.njit(cache=True, inline="always")(_play)
+_mark_played_compiled = numba.njit(cache=True)(_mark_played)
+_elo_draws_compiled = numba.njit(nogil=True, cache=True)(_elo_draws_loop)
+_below_compiled = numba.njit(cache=True)(_below)
+_elo_prompts_compiled = numba.njit(nogil=True, cache=True)(_elo_prompts_loop)
 
 
 def _threads() -> int:
@@ -395,6 +428,25 @@ def _threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def _rounds_in_threads(
+    rounds: int, updates: int, group: int, play: Callable[[int, int], None]
+) -> None:
+    """Call ``play(first, stop)`` on contiguous ranges of whole groups of ``group`` rounds, one
+    range per CPU in threads of their own (on the calling thread for little work).
+
+    Python threads around a GIL-free kernel rather than numba's ``parallel=True``: Celery's
+    prefork workers fork, and numba's workqueue threading layer is not fork-safe.
+    """
+    groups = -(-rounds // group)
+    workers = 1 if updates < _THREAD_MIN_UPDATES else min(_threads(), groups)
+    bounds = [min(rounds, group * (groups * w // workers)) for w in range(workers + 1)]
+    if workers == 1:
+        play(0, rounds)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda w: play(bounds[w], bounds[w + 1]), range(workers)))
 
 
 def _kinds(
@@ -421,17 +473,36 @@ def _canonical_order(kind: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
     return np.argsort(small, kind="stable")
 
 
-def canonical_battle_order(battles: pd.DataFrame) -> npt.NDArray[np.intp]:
+def canonical_battle_order(
+    battles: pd.DataFrame, clusters: npt.ArrayLike | None = None
+) -> npt.NDArray[np.intp]:
     """Return the order in which :func:`elo_bootstrap` numbers the battles for its draws.
 
     The battles sorted by kind: model a, then model b (by name), then outcome (model_b, tie,
-    model_a), keeping the given order within a kind. Draw ``i`` of
-    :func:`bootstrap_battle_indices` plays battle ``canonical_battle_order(battles)[i]`` (a row
-    position in ``battles``). Numbering by kind makes the ratings independent of the order the
-    rows come in, and lets the compiled engine find a drawn battle's kind in small tables.
+    model_a), keeping the given order within a kind; with ``clusters`` (one prompt id per
+    battle), sorted by prompt id first. Draw ``i`` of :func:`bootstrap_battle_indices` plays
+    battle ``canonical_battle_order(battles)[i]`` (a row position in ``battles``). Numbering by
+    kind makes the ratings independent of the order the rows come in, and lets the compiled
+    engine find a drawn battle's kind in small tables.
     """
     enc = _encode(battles)
-    return _canonical_order(_kinds(enc)[0]) if len(enc.a) else np.zeros(0, dtype=np.intp)
+    if not len(enc.a):
+        return np.zeros(0, dtype=np.intp)
+    kind = _kinds(enc)[0]
+    if clusters is None:
+        return _canonical_order(kind)
+    return np.lexsort((kind, _cluster_codes(clusters, len(kind))[0]))
+
+
+def _cluster_codes(clusters: npt.ArrayLike, n: int) -> tuple[npt.NDArray[np.intp], int]:
+    """Each battle's prompt numbered in the order of the prompt ids, and how many prompts."""
+    ids = np.asarray(clusters)
+    if ids.shape != (n,):
+        raise ValueError("clusters must give one prompt id per battle")
+    codes, uniques = pd.factorize(pd.Series(ids, copy=False), sort=True)
+    if (codes < 0).any():
+        raise ValueError("clusters must give every battle a prompt id (found a missing one)")
+    return codes, len(uniques)
 
 
 def _canonical(enc: _Encoded) -> _Encoded:
@@ -443,6 +514,30 @@ def _canonical(enc: _Encoded) -> _Encoded:
     return _Encoded(models=enc.models, a=enc.a[order], b=enc.b[order], score_a=enc.score_a[order])
 
 
+def _play_rounds(
+    kernel: Any,
+    arguments: tuple[Any, ...],
+    group: int,
+    shape: tuple[int, int],
+    n: int,
+    k: float,
+    scale: float,
+    base: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Run a compiled bootstrap kernel over all rounds (``shape`` is rounds x models), in
+    threads (:func:`_rounds_in_threads`): the ratings relative to the initial one, and which
+    models played in each round."""
+    coefficient = math.log(base) / scale
+    q = np.ones(shape)
+    played = np.zeros(shape, dtype=bool)
+
+    def play(first: int, stop: int) -> None:
+        kernel(q.reshape(-1), played, *arguments, first, stop, k, coefficient)
+
+    _rounds_in_threads(shape[0], n * shape[0], group, play)
+    return np.log(q) / coefficient, played
+
+
 def _elo_bootstrap_fused(
     enc: _Encoded,
     key: np.uint64,
@@ -451,19 +546,12 @@ def _elo_bootstrap_fused(
     scale: float,
     base: float,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """The numba engine of :func:`elo_bootstrap` on battles in canonical order:
-    :func:`_elo_draws_loop` over the rounds, split into contiguous ranges run by one thread per
-    CPU. Returns the ratings relative to the initial one, and which models played.
-
-    Python threads around a GIL-free kernel rather than numba's ``parallel=True``: Celery's
-    prefork workers fork, and numba's workqueue threading layer is not fork-safe.
-    """
-    if _elo_draws_compiled is None:
-        raise RuntimeError("the fused engine needs numba installed")
+    """The battle bootstrap of :func:`elo_bootstrap` on battles in canonical order:
+    :func:`_elo_draws_loop` over the rounds (:func:`_play_rounds`)."""
     m, n = len(enc.models), len(enc.a)
     kind, kind_a, kind_b, kind_score = _kinds(enc)
     if (kind[1:] < kind[:-1]).any():
-        raise ValueError("the fused engine needs the battles in canonical order")
+        raise ValueError("the battle bootstrap needs the battles in canonical order")
     kind_end = np.cumsum(np.bincount(kind, minlength=kind_a.size))
     # Bucket b holds the draws u with b = u >> (64 - log2 B), whose positions floor(u n / 2**64)
     # start at floor(b n / B): the kind there is the least a draw in the bucket can have.
@@ -473,12 +561,6 @@ def _elo_bootstrap_fused(
     kind_below = np.array(
         [-(-(int(end) << 64) // n) - 1 for end in kind_end.tolist()], dtype=np.uint64
     )
-    q = np.ones((rounds, m))
-    played = np.zeros((rounds, m), dtype=bool)
-    groups = -(-rounds // _GROUP)
-    workers = 1 if n * rounds < _THREAD_MIN_UPDATES else min(_threads(), groups)
-    # Contiguous ranges of whole groups, so that no group is split between threads.
-    bounds = [min(rounds, _GROUP * (groups * w // workers)) for w in range(workers + 1)]
     arguments = (
         bucket_kind,
         kind_below,
@@ -488,31 +570,35 @@ def _elo_bootstrap_fused(
         n,
         key,
     )
-    coefficient = math.log(base) / scale
-
-    def play(w: int) -> None:
-        _elo_draws_compiled(
-            q.reshape(-1), played, *arguments, bounds[w], bounds[w + 1], k, coefficient
-        )
-
-    if workers == 1:
-        play(0)
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(play, range(workers)))
-    return np.log(q) / coefficient, played
+    return _play_rounds(_elo_draws_compiled, arguments, _GROUP, (rounds, m), n, k, scale, base)
 
 
-def _run_elo(
+def _elo_bootstrap_prompts(
     enc: _Encoded,
-    positions: Iterable[npt.NDArray[np.int64]],
+    clusters: npt.ArrayLike,
+    key: np.uint64,
     rounds: int,
     k: float,
     scale: float,
     base: float,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    engine = _elo_compiled if _ENGINE == "numba" else _elo_lockstep
-    return engine(enc, positions, rounds, k, scale, base)
+    """The prompt bootstrap of :func:`elo_bootstrap`: :func:`_elo_prompts_loop` over the rounds
+    (:func:`_play_rounds`)."""
+    m, n = len(enc.models), len(enc.a)
+    kind, kind_a, kind_b, kind_score = _kinds(enc)
+    codes, prompts = _cluster_codes(clusters, n)
+    order = np.lexsort((kind, codes))
+    prompt_start = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=prompts))])
+    arguments = (
+        kind[order].astype(np.uint32),
+        prompt_start.astype(np.int64),
+        kind_a.astype(np.uint64),
+        kind_b.astype(np.uint64),
+        kind_score,
+        key,
+    )
+    shape = (rounds, m)
+    return _play_rounds(_elo_prompts_compiled, arguments, _PROMPT_GROUP, shape, n, k, scale, base)
 
 
 def elo_kernel_warm() -> None:
@@ -523,6 +609,7 @@ def elo_kernel_warm() -> None:
         {"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": ["tie", "model_a"]}
     )
     elo_bootstrap(warm, rounds=2)
+    elo_bootstrap(warm, rounds=2, clusters=[1, 2])
     bradley_terry(warm, rounds=2)
 
 
@@ -535,25 +622,31 @@ def elo_bootstrap(
     base: float = 10.0,
     init: float = 1000.0,
     seed: int = 0,
+    clusters: npt.ArrayLike | None = None,
 ) -> pd.DataFrame:
     """Return bootstrapped online Elo ratings: median and 2.5th / 97.5th percentiles over rounds.
 
     Update rule per battle: ``E_a = 1 / (1 + base ** ((R_b - R_a) / scale))``,
     ``R_a += k (S_a - E_a)``, ``R_b -= k (S_a - E_a)`` with ``S_a`` 1, 0 or 1/2 (tie), all models
-    starting at ``init``. Each round replays a bootstrap sample of the battles drawn with
-    replacement, which also sets a new order (:func:`bootstrap_battle_indices` gives the draws).
-    Sources: A. Elo (1978), "The Rating of Chessplayers, Past and Present"; the LMSYS Chatbot
-    Arena Elo notebook (Zheng et al. 2023), as followed by the Hugging Face H4 study "Can
-    foundation models label data like humans?" (2023).
+    starting at ``init``. Sources: A. Elo (1978), "The Rating of Chessplayers, Past and Present";
+    the LMSYS Chatbot Arena Elo notebook (Zheng et al. 2023), as followed by the Hugging Face H4
+    study "Can foundation models label data like humans?" (2023).
 
-    With numba installed the draws are made on the fly inside the compiled per-battle loop
-    (:func:`_elo_draws_loop`), rounds spread over one thread per CPU; without it the draws come in
-    blocks of battle positions and all rounds advance in lockstep on a (rounds x models) rating
-    matrix, so the Python loop runs once per battle position instead of once per battle per
-    round. Both give the same ratings up to floating-point rounding. A model that does not
-    appear in a round's sample has no rating in that round (as in the notebook) and the
-    percentiles skip it. Returns columns model, rating (median), lower, upper, sorted by rating
-    descending; no battles gives an empty frame.
+    Without ``clusters`` (the notebook's bootstrap), each round replays n battles drawn with
+    replacement, in the order drawn (:func:`bootstrap_battle_indices` gives the draws; the
+    compiled kernel :func:`_elo_draws_loop` makes them on the fly). With ``clusters`` (one id
+    per battle, for example its prompt), each round draws the C prompts with replacement, C
+    times, takes all the battles of each prompt drawn (a prompt drawn twice gives its battles
+    twice) and replays them in a uniformly random order (the cluster bootstrap: Efron &
+    Tibshirani 1993, "An Introduction to the Bootstrap", section 8.5; battles on one prompt are
+    not independent, so this is the uncertainty about new prompts); :func:`_elo_prompts_loop`
+    gives the exact draws. Either way the battles are first numbered in canonical order
+    (:func:`canonical_battle_order`), so the ratings do not depend on the order of the rows,
+    and the same seed gives the same ratings. Rounds are spread over one thread per CPU.
+
+    A model that does not appear in a round's sample has no rating in that round (as in the
+    notebook) and the percentiles skip it. Returns columns model, rating (median), lower, upper,
+    sorted by rating descending; no battles gives an empty frame.
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
@@ -563,42 +656,16 @@ def elo_bootstrap(
         return _empty_ratings()
     if n >= 2**32:
         raise ValueError("the bootstrap draws need fewer than 2**32 battles")
-    enc = _canonical(enc)
     key = _draw_key(seed)
-    if _ENGINE == "numba":
-        relative, played = _elo_bootstrap_fused(enc, key, rounds, k, scale, base)
+    if clusters is None:
+        relative, played = _elo_bootstrap_fused(_canonical(enc), key, rounds, k, scale, base)
     else:
-        block = max(1, _BLOCK_CELLS // rounds)
-        all_rounds = np.arange(rounds)
-        blocks = (
-            _draws(key, n, all_rounds, np.arange(s, min(s + block, n))) for s in range(0, n, block)
-        )
-        relative, played = _run_elo(enc, blocks, rounds, k, scale, base)
+        if rounds >= 2**24:
+            raise ValueError("the prompt bootstrap runs fewer than 2**24 rounds")
+        relative, played = _elo_bootstrap_prompts(enc, clusters, key, rounds, k, scale, base)
     ratings = np.where(played, relative + init, np.nan)
     lower, median, upper = np.nanquantile(ratings, _QUANTILES, axis=0)
     return _rating_frame(enc.models, median, lower, upper)
-
-
-def elo_online(
-    battles: pd.DataFrame,
-    *,
-    k: float = 4.0,
-    scale: float = 400.0,
-    base: float = 10.0,
-    init: float = 1000.0,
-) -> pd.DataFrame:
-    """Return online Elo ratings after one pass over the battles in the given order.
-
-    Same update rule and sources as :func:`elo_bootstrap`, without resampling. Columns model,
-    rating, lower, upper; lower and upper are NaN (no interval is computed).
-    """
-    enc = _encode(battles)
-    if len(enc.a) == 0:
-        return _empty_ratings()
-    order = np.arange(len(enc.a), dtype=np.int64).reshape(-1, 1)
-    relative, _ = _run_elo(enc, [order], 1, k, scale, base)
-    nan = np.full(len(enc.models), np.nan)
-    return _rating_frame(enc.models, relative[0] + init, nan, nan)
 
 
 def _cells(

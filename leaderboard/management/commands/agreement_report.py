@@ -49,7 +49,7 @@ class Command(BaseCommand):
             "--resample",
             choices=["prompt", "vote"],
             default=ReportParams.resample,
-            help="what the agreement and Bradley-Terry bootstraps draw (default: prompts)",
+            help="what the agreement, Elo and Bradley-Terry bootstraps draw (default: prompts)",
         )
         parser.add_argument(
             "--recompute",
