@@ -15,6 +15,7 @@ from django.views import View
 
 from annotation.models import Study
 from config.access import ResearcherRequiredMixin, get_study_or_404
+from config.broker import BrokerUnavailable
 from judges.forms import RunResumeForm, RunStartForm
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.judges import judge_list_for_study
@@ -26,7 +27,6 @@ from judges.selectors.runs import (
     judge_run_progress,
 )
 from judges.services.judges import RUNNABLE_KINDS, judge_readiness
-from judges.services.queueing import BrokerUnavailable
 from judges.services.runs import (
     JudgeNotReady,
     judge_run_cancel,

@@ -14,6 +14,7 @@ from django.views import View
 
 from annotation.models import Study
 from config.access import ResearcherRequiredMixin, get_study_or_404
+from config.broker import BrokerUnavailable
 from judges.forms import PLTrainingForm
 from judges.models import PLTraining
 from judges.reward.plots import loss_curve_svg
@@ -24,7 +25,6 @@ from judges.reward.services import (
     pl_training_retry,
     pl_training_start,
 )
-from judges.services.queueing import BrokerUnavailable
 
 METRIC_ROWS = (
     ("ndcg@2", "NDCG@2"),

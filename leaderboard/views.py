@@ -24,7 +24,7 @@ from django.views import View
 
 from annotation.models import Pair, Study
 from config.access import ResearcherRequiredMixin, get_study_or_404
-from judges.services.queueing import BrokerUnavailable
+from config.broker import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm
 from leaderboard.models import ExportJob
 from leaderboard.report.document import (

@@ -24,13 +24,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Study
+from config.broker import BrokerUnavailable, broker_check
 from judges.models import Judge, PLTraining
 from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data
 from judges.reward.encoder import DEFAULT_BACKBONE, BackboneNotFound, backbone_path
 from judges.reward.losses import RECIPES, parse_k
 from judges.reward.scoring import queue_on_commit
-from judges.services.queueing import BrokerUnavailable, broker_check
 from judges.services.runs import _check_may_run
 
 logger = logging.getLogger(__name__)

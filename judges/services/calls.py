@@ -31,6 +31,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
+from config.broker import url_label
 from judges.llm import baselines
 from judges.llm.client import (
     ChatReply,
@@ -45,7 +46,6 @@ from judges.llm.prompts import conversation_render, question_render, template_re
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
 from judges.services.keys import judge_api_key
-from judges.services.queueing import url_label
 
 logger = logging.getLogger(__name__)
 

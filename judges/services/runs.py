@@ -20,6 +20,7 @@ from django.utils import timezone
 from annotation.models import Pair, Study
 from annotation.roles import Role
 from annotation.selectors.studies import study_list_for_user, user_has_role
+from config.broker import BrokerUnavailable, broker_check, queue_length, task_send
 from config.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.calls import (
@@ -30,7 +31,6 @@ from judges.services.calls import (
     run_stall_note,
 )
 from judges.services.judges import judge_readiness
-from judges.services.queueing import BrokerUnavailable, broker_check, queue_length, task_send
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +41,18 @@ RECONCILE_LOCK = 0x636F6E63
 
 
 BROKER_STALL = "broker unreachable"
+# A judge task the broker refused is not lost: its call stays pending and the reconciler sends
+# it again, which the refusal's message tells the researcher.
+REQUEUED_BY_RECONCILER = "the reconciler will queue the work again once the broker answers."
 # The last broker check of this process: (time.monotonic(), error or "") - a page polled every
 # few seconds by many researchers asks the broker at most once per interval.
 _broker_seen: dict[str, tuple[float, str]] = {}
 BROKER_CHECK_INTERVAL = 5.0
+
+
+def _judge_task_send(name: str, *, args: list[int]) -> None:
+    """Send a judge task to the LLM judge queue (see REQUEUED_BY_RECONCILER)."""
+    task_send(name, args=args, queue=Queue.LLM_JUDGE, recovery=REQUEUED_BY_RECONCILER)
 
 
 class JudgeNotReady(Exception):
@@ -123,7 +131,7 @@ def judge_run_start(
             for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
         )
         run_id = run.pk
-        transaction.on_commit(lambda: task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
+        transaction.on_commit(lambda: _judge_task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
     return run
 
 
@@ -144,7 +152,7 @@ def judge_run_fan_out(*, run_id: int, after_call_id: int) -> int | None:
         .values_list("pk", flat=True)[:chunk]
     )
     for call_id in ids:
-        task_send(TASK_CALL_EXECUTE, args=[call_id])
+        _judge_task_send(TASK_CALL_EXECUTE, args=[call_id])
     return ids[-1] if len(ids) == chunk else None
 
 
@@ -193,7 +201,7 @@ def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = 
                 "budget-stopped run can be resumed"
             )
         run_id = run.pk
-        transaction.on_commit(lambda: task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
+        transaction.on_commit(lambda: _judge_task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
     run.refresh_from_db()
     return run
 
@@ -305,7 +313,7 @@ def _reconcile() -> int:
             )
             JudgeCall.objects.filter(pk__in=stale).update(lease_expires_at=now + grace)
     for call_id in taken_back + stale:
-        task_send(TASK_CALL_EXECUTE, args=[call_id])
+        _judge_task_send(TASK_CALL_EXECUTE, args=[call_id])
     if stale:
         logger.info("reconciler queued %d stale calls again", len(stale))
     for run_id in JudgeRun.objects.filter(status=JudgeRun.Status.RUNNING).values_list(

@@ -30,9 +30,8 @@ from django.utils import timezone
 
 from annotation.models import Study
 from config import csvsafe
-from config.celery import app as celery_app
+from config.broker import BrokerUnavailable, broker_check, task_send
 from config.queues import Queue
-from judges.services.queueing import BrokerUnavailable, broker_check
 from leaderboard.models import ExportJob
 from leaderboard.selectors.exports import EXPORT_TABLES, study_export_count
 from leaderboard.services.exports import parquet_stream, study_export_write
@@ -63,19 +62,12 @@ def export_needs_job(*, study: Study, kind: str) -> bool:
 
 def _enqueue(job_id: int) -> None:
     try:
-        celery_app.send_task(
-            TASK_EXPORT_BUILD,
-            args=[job_id],
-            queue=Queue.ANALYSIS.value,
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
-        )
-    except Exception as exc:  # noqa: BLE001 - any failure to publish means the same thing
-        message = f"could not queue the export: the Celery broker does not answer ({exc})"
+        task_send(TASK_EXPORT_BUILD, args=[job_id], queue=Queue.ANALYSIS)
+    except BrokerUnavailable as exc:
         ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.PENDING).update(
-            status=ExportJob.Status.FAILED, error=message, finished_at=timezone.now()
+            status=ExportJob.Status.FAILED, error=str(exc), finished_at=timezone.now()
         )
-        raise BrokerUnavailable(message + ". Nothing was queued; try again later.") from exc
+        raise BrokerUnavailable(f"{exc}. Nothing was queued; try again later.") from exc
 
 
 def export_job_request(*, study: Study, user: User, kind: str, fmt: str) -> ExportJob:

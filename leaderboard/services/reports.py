@@ -25,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Study
-from config.celery import app as celery_app
+from config.broker import BrokerUnavailable, task_send
 from config.queues import Queue
 from leaderboard.lookup import rows_of_run
 from leaderboard.models import ReportSnapshot
@@ -277,19 +277,10 @@ def report_snapshot_for(
 
 def _enqueue(snapshot_id: int) -> None:
     try:
-        celery_app.send_task(
-            TASK_REPORT_COMPUTE,
-            args=[snapshot_id],
-            queue=Queue.ANALYSIS.value,
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
-        )
-    except Exception as exc:  # noqa: BLE001 - any failure to publish means the same thing
+        task_send(TASK_REPORT_COMPUTE, args=[snapshot_id], queue=Queue.ANALYSIS)
+    except BrokerUnavailable as exc:
         # Not queued: let the next request try again, and say why on the page.
-        ReportSnapshot.objects.filter(pk=snapshot_id).update(
-            queued_at=None,
-            error=f"could not queue the computation: the Celery broker does not answer ({exc})",
-        )
+        ReportSnapshot.objects.filter(pk=snapshot_id).update(queued_at=None, error=str(exc))
 
 
 def report_recompute_queue(*, snapshot: ReportSnapshot) -> bool:

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from config.broker import task_send
+from config.queues import Queue
 from judges.llm.client import UnsafeBaseURL, chat_complete
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.runs import judge_run_progress
@@ -24,7 +26,6 @@ from judges.services.calls import (
     run_cost,
 )
 from judges.services.judges import judge_create, judge_readiness
-from judges.services.queueing import task_send
 from judges.services.runs import (
     JudgeNotReady,
     judge_calls_reconcile,
@@ -395,7 +396,7 @@ def test_the_reconciler_sends_nothing_again_while_the_judge_queue_still_has_a_ba
     broker_purge(settings.CELERY_BROKER_URL)
     run, (pair,) = start(cast, make_llm_judge(fake))
     JudgeCall.objects.filter(run=run).update(lease_expires_at=timezone.now() - timedelta(1))
-    task_send("judges.call_execute", args=[0])
+    task_send("judges.call_execute", args=[0], queue=Queue.LLM_JUDGE)
     assert judge_calls_reconcile() == 0
     broker_purge(settings.CELERY_BROKER_URL)
     assert judge_calls_reconcile() == 2

@@ -10,13 +10,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from annotation.models import Study
+from config.broker import BrokerUnavailable
 from judges.management.commands.judge_run import Command as JudgeRunCommand
 from judges.models import PLTraining
 from judges.reward.data import SOURCES, TIES_DROP, TIES_HALF
 from judges.reward.encoder import DEFAULT_BACKBONE
 from judges.reward.losses import K_CHOICES, RECIPES
 from judges.reward.services import BACKBONE_MODES, TrainingRequest, pl_training_start
-from judges.services.queueing import BrokerUnavailable
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""Sending judge tasks to the broker, and checking first that it answers."""
+"""The Celery broker seen from the web and the workers: is it there, how long is a queue, send a
+task. Every app that queues work uses these, beside the Celery app itself (config/celery.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,7 @@ logger = logging.getLogger(__name__)
 
 
 class BrokerUnavailable(Exception):
-    """The Celery broker does not answer, so judge work cannot be queued."""
-
-
-def _broker_label() -> str:
-    """The URL of the broker the app writes to, without any password, for an error message."""
-    return url_label(celery_app.conf.broker_write_url or celery_app.conf.broker_url)
+    """The Celery broker does not answer, so work cannot be queued."""
 
 
 def url_label(url: str) -> str:
@@ -27,6 +23,11 @@ def url_label(url: str) -> str:
     if parts.port:
         netloc += f":{parts.port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _broker_label() -> str:
+    """The URL of the broker the app writes to, without any password, for an error message."""
+    return url_label(celery_app.conf.broker_write_url or celery_app.conf.broker_url)
 
 
 def broker_check() -> None:
@@ -61,10 +62,12 @@ def task_send(
     name: str,
     *,
     args: list[int],
+    queue: Queue,
     countdown: float | None = None,
-    queue: Queue = Queue.LLM_JUDGE,
+    recovery: str = "",
 ) -> None:
-    """Publish a judge task by its name; raise BrokerUnavailable if the broker refuses it."""
+    """Publish a task by its name on `queue`, retrying twice at once; raise BrokerUnavailable if
+    the broker still refuses it. `recovery` ends the error's message: what becomes of the work."""
     try:
         celery_app.send_task(
             name,
@@ -74,8 +77,8 @@ def task_send(
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
         )
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any failure to publish means the same thing
         raise BrokerUnavailable(
-            f"could not queue {name} at {_broker_label()} ({exc}); the reconciler will queue "
-            "the work again once the broker answers."
+            f"could not queue {name}: the Celery broker at {_broker_label()} does not answer "
+            f"({exc})" + (f"; {recovery}" if recovery else "")
         ) from exc
