@@ -24,7 +24,7 @@ from annotation.selectors.work import (
     worker_get_in_study,
     worker_progress,
 )
-from annotation.services.assignments import assignment_claim_next
+from annotation.services.assignments import assignment_claim
 from annotation.services.entry import worker_seen
 from annotation.services.errors import (
     AnnotationError,
@@ -121,11 +121,13 @@ class NextApi(WorkerApi):
 
     def post(self, request: Request, slug: str) -> Response:
         try:
-            assignment = assignment_claim_next(worker=self.worker)
+            claimed = assignment_claim(worker=self.worker)
         except (WorkerBlocked, StudyNotOpen) as exc:
             return error_response(exc)
-        progress = worker_progress(worker=self.worker)
+        # The claim counted the worker's judgments under its lock: no count of our own.
+        progress = Progress(done=claimed.done, target=claimed.target)
         body: dict[str, Any] = {"progress": ProgressSerializer(progress).data}
+        assignment = claimed.assignment
         if assignment is not None:
             body.update(
                 status="item",
@@ -171,7 +173,7 @@ class SubmitApi(WorkerApi):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         try:
-            judgment = judgment_submit(
+            submitted = judgment_submit(
                 assignment_public_id=public_id,
                 worker=self.worker,
                 submission_id=data["submission_id"],
@@ -189,8 +191,10 @@ class SubmitApi(WorkerApi):
         return Response(
             {
                 "saved": True,
-                "submission_id": str(judgment.submission_id),
-                "progress": ProgressSerializer(worker_progress(worker=self.worker)).data,
+                "submission_id": str(submitted.judgment.submission_id),
+                "progress": ProgressSerializer(
+                    Progress(done=submitted.done, target=self.study.target_per_worker)
+                ).data,
             },
             status=status.HTTP_201_CREATED,
         )

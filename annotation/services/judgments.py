@@ -7,10 +7,11 @@ A/B terms (the Likert score, acceptability and axes), so the views and the API n
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotation.models import (
@@ -48,6 +49,14 @@ def likert_preference(likert: int) -> str:
     return Preference.TIE
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """A saved judgment and the worker's submitted count with it (their progress)."""
+
+    judgment: HumanJudgment
+    done: int
+
+
 def judgment_submit(
     *,
     assignment_public_id: UUID,
@@ -61,8 +70,8 @@ def judgment_submit(
     axes_left: Mapping[str, str] | None = None,
     axes_right: Mapping[str, str] | None = None,
     comment: str = "",
-) -> HumanJudgment:
-    """Save the worker's judgment on one of their assignments and return it.
+) -> Submitted:
+    """Save the worker's judgment on one of their assignments; return it with their progress.
 
     Idempotent on `submission_id`: a replay (double click, back button, network retry) returns
     the judgment first saved. Locks the assignment row. Refuses with AssignmentExpired after
@@ -73,7 +82,7 @@ def judgment_submit(
     """
     replay = _replay(worker=worker, submission_id=submission_id)
     if replay is not None:
-        return replay
+        return _replayed(replay)
     try:
         with transaction.atomic():
             return _submit_locked(
@@ -94,7 +103,15 @@ def judgment_submit(
         replay = _replay(worker=worker, submission_id=submission_id)
         if replay is None:
             raise
-        return replay
+        return _replayed(replay)
+
+
+def _replayed(judgment: HumanJudgment) -> Submitted:
+    """A replay's answer: the first judgment, with the worker's count read afresh."""
+    done = Assignment.objects.filter(
+        worker_id=judgment.worker_id, status=Assignment.Status.SUBMITTED
+    ).count()
+    return Submitted(judgment=judgment, done=done)
 
 
 def _replay(*, worker: Worker, submission_id: UUID) -> HumanJudgment | None:
@@ -119,7 +136,7 @@ def _submit_locked(
     axes_left: Mapping[str, str] | None,
     axes_right: Mapping[str, str] | None,
     comment: str,
-) -> HumanJudgment:
+) -> Submitted:
     now = timezone.now()
     assignment = (
         Assignment.objects.select_for_update(of=("self",))
@@ -133,7 +150,7 @@ def _submit_locked(
     existing = HumanJudgment.objects.filter(assignment=assignment).first()
     if existing is not None:
         if existing.submission_id == submission_id:
-            return existing
+            return _replayed(existing)
         raise AssignmentClosed("You already answered this item; your first answer was kept.")
     if assignment.status == Assignment.Status.RETURNED:
         raise AssignmentClosed("This item was released and can no longer be answered.")
@@ -167,11 +184,14 @@ def _submit_locked(
         duration_ms=int((now - assignment.reserved_at).total_seconds() * 1000),
         **fields,
     )
-    updated = Assignment.objects.filter(pk=assignment.pk, status=Assignment.Status.RESERVED).update(
-        status=Assignment.Status.SUBMITTED, submitted_at=now
-    )
-    if updated != 1:
+    with connection.cursor() as cursor:
+        cursor.execute(_MARK_SUBMITTED, {"id": assignment.pk, "worker": worker.pk, "now": now})
+        row = cursor.fetchone()
+    if row is None:
         raise AssignmentClosed("This item can no longer be answered.")
+    # The count in RETURNING reads the statement's snapshot, which predates this row's change;
+    # the worker holds at most one open reservation, so no other submit of theirs can race it.
+    done = row[0] + 1
     PayEntry.objects.create(
         study=study,
         worker=worker,
@@ -181,7 +201,18 @@ def _submit_locked(
     )
     if assignment.pair.is_gold:
         worker_gold_check(worker=worker)
-    return judgment
+    return Submitted(judgment=judgment, done=done)
+
+
+# Mark the assignment submitted while it is still reserved (a conditional UPDATE: none when it
+# was released or expired meanwhile), and count the worker's other submitted assignments in the
+# same round trip, for their progress.
+_MARK_SUBMITTED = """
+UPDATE "annotation_assignment" SET status = 'submitted', submitted_at = %(now)s
+WHERE id = %(id)s AND status = 'reserved'
+RETURNING (SELECT count(*) FROM "annotation_assignment" d
+           WHERE d.worker_id = %(worker)s AND d.status = 'submitted')
+"""
 
 
 def _validated_fields(

@@ -35,7 +35,7 @@ from annotation.selectors.work import (
     worker_held_until,
     worker_progress,
 )
-from annotation.services.assignments import assignment_claim_next
+from annotation.services.assignments import assignment_claim
 from annotation.services.entry import (
     client_make,
     entry_admit,
@@ -187,16 +187,16 @@ class NextView(WorkerView):
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         try:
-            assignment = assignment_claim_next(worker=self.worker)
+            claimed = assignment_claim(worker=self.worker)
         except WorkerBlocked as exc:
             return render(
                 request, "annotation/work/blocked.html", {"message": exc.message}, status=403
             )
         except StudyNotOpen as exc:
             return render(request, "annotation/work/no_work.html", {"message": exc.message})
-        if assignment is not None:
-            return redirect("work:item", slug=slug, public_id=assignment.public_id)
-        if worker_progress(worker=self.worker).done > 0:
+        if claimed.assignment is not None:
+            return redirect("work:item", slug=slug, public_id=claimed.assignment.public_id)
+        if claimed.done > 0:
             worker_finish(worker=self.worker, out_of_work=True)
             return redirect("work:done", slug=slug)
         return render(

@@ -10,7 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.models import Assignment, Study, Worker
-from annotation.services.assignments import assignment_claim_next, assignments_expire
+from annotation.services.assignments import (
+    CLAIM_WINDOW,
+    assignment_claim_next,
+    assignments_expire,
+)
 from annotation.services.errors import StudyNotOpen, WorkerBlocked
 from tests.annotation.work_helpers import make_pairs, make_worker, submit
 from tests.conftest import Cast
@@ -199,17 +203,36 @@ def test_assignments_expire_marks_only_reservations_past_their_time(cast: Cast) 
     assert (old.status, fresh.status) == (Assignment.Status.EXPIRED, Assignment.Status.RESERVED)
 
 
+def pair_rows_read() -> tuple[int, int]:
+    """Rows of annotation_pair this transaction has read (sequential, by index), and how many
+    sequential scans it made (PostgreSQL's per-transaction table statistics)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0), coalesce(seq_scan, 0) "
+            "FROM pg_stat_xact_user_tables WHERE relname = 'annotation_pair'"
+        )
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else (0, 0)
+
+
 def test_the_claim_reads_a_bounded_window_and_never_sorts_the_pool_at_random(
     cast: Cast,
 ) -> None:
     set_study(cast.study, gold_share=0)
-    make_pairs(cast.study, 40)
+    make_pairs(cast.study, 3000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE annotation_pair")
+    before_rows, before_scans = pair_rows_read()
     with CaptureQueriesContext(connection) as queries:
         assert assignment_claim_next(worker=cast.worker_one) is not None
-    pair_reads = [q["sql"] for q in queries if 'FROM "annotation_pair"' in q["sql"]]
-    assert pair_reads
-    for sql in pair_reads:
-        assert "RANDOM()" not in sql.upper()
-        assert "LIMIT" in sql.upper()
-        assert 'ORDER BY "annotation_pair"."shuffle_key"' in sql or "FOR UPDATE" in sql
-    assert any("SKIP LOCKED" in sql for sql in pair_reads)
+    after_rows, after_scans = pair_rows_read()
+    # One round trip: the whole pass is the PL/pgSQL function.
+    assert [q["sql"].split("(")[0] for q in queries] == ["SELECT * FROM annotation_claim_pass"]
+    # Two index walks of at most CLAIM_WINDOW keys and the locked pair, never the whole pool.
+    assert after_scans == before_scans
+    assert 0 < after_rows - before_rows <= 2 * CLAIM_WINDOW + 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prosrc FROM pg_proc WHERE proname = 'annotation_claim_pass'")
+        (source,) = cursor.fetchone()
+    assert "random()" not in source.lower()
+    assert "SKIP LOCKED" in source

@@ -3,8 +3,9 @@ writes nothing beyond the documented claim."""
 
 from __future__ import annotations
 
-import re
 import uuid
+from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,19 +16,27 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotation.models import Worker
+from annotation.models import Assignment, Worker
 from annotation.services.entry import LAST_SEEN_EVERY_SECONDS
 from tests.annotation.work_helpers import enter_and_consent, make_pairs
 from tests.conftest import Cast
 
-# The statements of a request (in a test, the transaction's savepoint and its release count
-# too); change these on purpose only. next: the session, the user, the worker with its study, the
-# claim (its worker lock, its candidate window, its insert), the progress count, the item with
-# its pair, prompt, answers and study in one query;
-# submit: session, user, worker, the idempotency read, the locked assignment, the judgment, the
-# assignment update, the pay entry, the progress count.
-NEXT_STATEMENTS = 10
-SUBMIT_STATEMENTS = 12
+# The statements of a request; change these on purpose only.
+# next (outside a transaction in production, and in a test too: the claim opens none):
+#   1. the session, 2. the user (the session's auth), 3. the worker with its study (one join),
+#   4. the claim: one call of annotation_claim_pass, which also counts the worker's judgments
+#      for the progress shown, 5. the item: pair, prompt, both answers and study in one join.
+NEXT_STATEMENTS = 5
+# submit:
+#   1. the session, 2. the user, 3. the worker with its study,
+#   4. the idempotency read (a replayed submission_id answers from here),
+#   5. the savepoint of judgment_submit's transaction (BEGIN in production),
+#   6. the assignment under its row lock, with its pair, answers and study,
+#   7. the judgment this assignment may already have (read under the lock: a double click),
+#   8. the judgment's INSERT, 9. the assignment's conditional UPDATE, which also returns the
+#      worker's submitted count for the progress shown, 10. the pay entry's INSERT,
+#   11. the savepoint's release (COMMIT in production).
+SUBMIT_STATEMENTS = 11
 
 
 @pytest.fixture
@@ -46,18 +55,31 @@ def post(client: Client, worker: Worker, path: str, body: dict[str, object] | No
     )
 
 
-# A statement that writes, also inside a WITH (not SELECT ... FOR UPDATE).
-WRITE = re.compile(r"\b(INSERT INTO|UPDATE\s+\"?\w+\"?\s+SET|DELETE FROM)\b", re.IGNORECASE)
+def rows_written() -> dict[str, int]:
+    """Rows this transaction has inserted, updated or deleted, per table (PostgreSQL's
+    per-transaction statistics: they count what functions write too)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_xact_user_tables"
+        )
+        return {name: count for name, count in cursor.fetchall() if count}
 
 
-def writes(queries: CaptureQueriesContext) -> list[str]:
-    return [q["sql"] for q in queries.captured_queries if WRITE.search(q["sql"])]
+def written_by(request: Callable[..., Any], *args: Any) -> tuple[Any, dict[str, int]]:
+    """Run one request; return its response and the rows it wrote, per table."""
+    before = rows_written()
+    response = request(*args)
+    after = rows_written()
+    changed = {name: count - before.get(name, 0) for name, count in after.items()}
+    return response, {name: count for name, count in changed.items() if count}
 
 
 def cycle(client: Client, worker: Worker, queries: Any) -> None:
     with queries(NEXT_STATEMENTS):
         response = post(client, worker, "next/")
     assert response.status_code == 200 and response.json()["status"] == "item"
+    # The progress the claim counted is the worker's real count, before and after the submit.
+    assert response.json()["progress"]["done"] == submitted(worker)
     item = response.json()["item"]["id"]
     with queries(SUBMIT_STATEMENTS):
         saved = post(
@@ -67,6 +89,11 @@ def cycle(client: Client, worker: Worker, queries: Any) -> None:
             {"submission_id": str(uuid.uuid4()), "likert": 3},
         )
     assert saved.status_code == 201
+    assert saved.json()["progress"]["done"] == submitted(worker)
+
+
+def submitted(worker: Worker) -> int:
+    return Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).count()
 
 
 def test_next_and_submit_run_a_pinned_number_of_statements(
@@ -95,12 +122,31 @@ def test_last_seen_is_written_at_most_every_30_seconds(entered: tuple[Client, Wo
 
 def test_a_get_writes_nothing_but_the_documented_claim(entered: tuple[Client, Worker]) -> None:
     client, worker = entered
-    with CaptureQueriesContext(connection) as queries:
-        assert client.get(f"/work/{worker.study.slug}/api/progress/").status_code == 200
-    assert writes(queries) == []
-    # The work page's GET claims the next item (documented): its only writes are the claim's.
-    with CaptureQueriesContext(connection) as queries:
-        page = client.get(f"/work/{worker.study.slug}/")
+    slug = worker.study.slug
+    response, written = written_by(lambda: client.get(f"/work/{slug}/api/progress/"))
+    assert response.status_code == 200 and written == {}
+    # The work page's GET claims the next item (documented): one reservation, nothing else.
+    page, written = written_by(lambda: client.get(f"/work/{slug}/"))
     assert page.status_code == 302 and "/item/" in page["Location"]
-    written = writes(queries)
-    assert written and all("annotation_assignment" in sql for sql in written), written
+    assert written == {"annotation_assignment": 1}
+    # Showing the item, coming back to the work page (the same reservation) and the pause page
+    # write nothing.
+    for path in (page["Location"], f"/work/{slug}/", f"/work/{slug}/pause/"):
+        response, written = written_by(client.get, path)
+        assert response.status_code in (200, 302) and written == {}, (path, written)
+
+
+def test_the_work_page_out_of_work_ends_the_session_and_writes_nothing_else(
+    entered: tuple[Client, Worker],
+) -> None:
+    client, worker = entered
+    slug = worker.study.slug
+    for _ in range(5):
+        cycle(client, worker, lambda n: nullcontext())
+    # No pair is left for this worker: the GET ends the session with the full code (the one
+    # write the claim documents beside reservations), then the completion page writes nothing.
+    page, written = written_by(lambda: client.get(f"/work/{slug}/"))
+    assert page.status_code == 302 and page["Location"].endswith("/done/")
+    assert written == {"annotation_worker": 1}
+    done, written = written_by(lambda: client.get(page["Location"]))
+    assert done.status_code == 200 and written == {}

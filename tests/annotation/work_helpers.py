@@ -74,7 +74,7 @@ def submit(assignment: Assignment, **fields: Any) -> HumanJudgment:
     fields.setdefault("submission_id", uuid.uuid4())
     return judgment_submit(
         assignment_public_id=assignment.public_id, worker=assignment.worker, **fields
-    )
+    ).judgment
 
 
 def answer_gold(assignment: Assignment, *, correctly: bool) -> HumanJudgment:
