@@ -287,6 +287,12 @@ class PLTraining(models.Model):
     metrics = models.JSONField(default=dict, blank=True)
     data_summary = models.JSONField(default=dict, blank=True)
     data_hash = models.CharField(max_length=64, blank=True)
+    held_out_prompts = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Ids of the study's prompts held out of training (the split by prompt with "
+        "the seed and params['holdout']); set when done, null where not known.",
+    )
     artifact = models.CharField(max_length=200, blank=True, help_text="Folder under artifacts.")
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)

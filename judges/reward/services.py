@@ -252,6 +252,7 @@ def pl_training_execute(*, training_id: int) -> str:
                 metrics=result.metadata["metrics"],
                 data_summary=result.metadata["data_summary"],
                 data_hash=result.metadata["training_data_hash"],
+                held_out_prompts=result.metadata["held_out_prompts"],
                 artifact=result.artifact,
                 finished_at=timezone.now(),
             )

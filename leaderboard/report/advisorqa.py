@@ -4,13 +4,15 @@ prompt's answers (Kim et al. 2024), computed by :func:`leaderboard.stats.listwis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from leaderboard.report.base import HUMAN, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold_order import gold_orders
+from leaderboard.selectors.extras import PLSplit
 from leaderboard.stats.listwise import TableRow, advisorqa_table
 
 SHARE_OF_B = {"A": 0.0, "B": 1.0, "tie": 0.5}
@@ -22,9 +24,11 @@ DEFINITION = (
     "source (judges, people) ranking by wins over its verdicts within the list (a tie half a "
     "win). NDCG@k with relevance n - position (best = n), over the lists with k or more answers; "
     "accuracy = share of lists whose 1st answer ranks above the 2nd (the last), a tie half; for "
-    "sources ranking by wins, from their direct verdicts on those two pairs. The lists here are "
-    "all the study's prompts with a gold order, including prompts a PL model was trained on: "
-    "the held-out table is on each training's page and from `manage.py evaluate_pl_model`."
+    "sources ranking by wins, from their direct verdicts on those two pairs. Prompts: when a PL "
+    "model trained on this study is in the table, only the prompts its training held out (the "
+    "split by prompt with its seed; with several such models, the prompts all of them held "
+    "out), so that no row is measured on training prompts; otherwise every prompt with a gold "
+    "order."
 )
 
 
@@ -33,21 +37,74 @@ class AdvisorQAResult:
     definition: str
     lists: int
     rows: list[TableRow]
+    # "held-out" (the PL models' held-out prompts) or "all"; the lists before that restriction.
+    prompts: str = "all"
+    lists_all: int = 0
+    # The PL models whose held-out prompts were used, with their splits ("seed 0, share 0.2").
+    held_out_of: dict[str, str] = field(default_factory=dict)
+    # PL models trained on this study whose split is not known: their rows may include
+    # training prompts.
+    split_unknown: list[str] = field(default_factory=list)
+
+    @property
+    def prompts_note(self) -> str:
+        """Which prompts the table ranks, in words."""
+        if self.prompts != "held-out":
+            text = f"All {self.lists} prompts with a gold order."
+        else:
+            models = "; ".join(f"{name}: {split}" for name, split in self.held_out_of.items())
+            text = (
+                f"{self.lists} held-out prompts of the {self.lists_all} with a gold order, held "
+                f"out of training by {models}."
+            )
+        if self.split_unknown:
+            text += (
+                f" Training split not known for {', '.join(self.split_unknown)}: "
+                "its rows may include prompts it was trained on."
+            )
+        return text
 
 
-def _gold_lists(answers: pd.DataFrame) -> list[list[int]]:
-    lists = []
-    for order in gold_orders(answers).values():
+def _gold_lists(answers: pd.DataFrame) -> dict[int, list[int]]:
+    """Each prompt's gold list (answer ids, best first), by prompt id."""
+    lists = {}
+    for prompt_id, order in gold_orders(answers).items():
         positions = order["position"].to_numpy()
         if len(positions) >= 2 and (np.diff(positions) > 0).all():
-            lists.append([int(a) for a in order["answer_id"]])
+            lists[int(prompt_id)] = [int(a) for a in order["answer_id"]]
     return lists
+
+
+def _split_text(split: PLSplit) -> str:
+    share = "?" if split.holdout is None else format(split.holdout, "g")
+    return f"seed {split.seed}, held-out share {share}"
+
+
+def held_out_prompts(
+    splits: Sequence[PLSplit], names: Mapping[int, str]
+) -> tuple[set[int] | None, dict[str, str], list[str]]:
+    """The prompts every PL run trained on this study held out (None: no such run with a known
+    split, so no restriction), those runs' splits by source name, and the names of the runs
+    trained here whose split is not known. `names` gives the report's source name of each run
+    with answer scores in the table."""
+    held: set[int] | None = None
+    used: dict[str, str] = {}
+    unknown: list[str] = []
+    for split in splits:
+        if split.run_id not in names or not split.trained_here:
+            continue
+        if split.held_out is None:
+            unknown.append(names[split.run_id])
+            continue
+        held = set(split.held_out) if held is None else held & set(split.held_out)
+        used[names[split.run_id]] = _split_text(split)
+    return held, used, unknown
 
 
 def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
     """The table from the report's frames: answer scores per run, votes per source."""
     extras, votes = data.extras, data.votes
-    gold = _gold_lists(extras.answers)
+    by_prompt = _gold_lists(extras.answers)
     lengths: dict[int, float] = {}
     for side in ("a", "b"):
         for answer_id, length in zip(
@@ -59,11 +116,13 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
     scores: dict[str, dict[int, float]] = {}
     verdicts: dict[str, list[tuple[int, int, float]]] = {}
     runs = {s.name: s for s in votes.sources}
+    scored: dict[int, str] = {}  # the runs ranking by answer scores: their rows' names
     for name, frame in data.frames.items():
         source = runs.get(name)
         own = extras.scores[extras.scores["run_id"] == source.run_id] if source else pd.DataFrame()
         label = name if source is None or not source.model_name else f"{name} ({source.model_name})"
-        if not own.empty:
+        if source is not None and not own.empty:
+            scored[source.run_id] = label
             scores[label] = dict(
                 zip(own["answer_id"].astype(int), own["score"].astype(float), strict=True)
             )
@@ -76,10 +135,21 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
             )
             if str(lab) in SHARE_OF_B
         ]
+    held, used, unknown = held_out_prompts(extras.pl_splits, scored)
+    chosen = by_prompt if held is None else {p: ids for p, ids in by_prompt.items() if p in held}
+    gold = [chosen[p] for p in sorted(chosen)]
     rows = advisorqa_table(
         gold, scores=scores, verdicts=verdicts, lengths=lengths, seed=data.params.seed
     )
-    return AdvisorQAResult(definition=DEFINITION, lists=len(gold), rows=rows)
+    return AdvisorQAResult(
+        definition=DEFINITION,
+        lists=len(gold),
+        rows=rows,
+        prompts="all" if held is None else "held-out",
+        lists_all=len(by_prompt),
+        held_out_of=used,
+        split_unknown=unknown,
+    )
 
 
 class AdvisorQASection(Section[AdvisorQAResult]):
@@ -114,7 +184,12 @@ class AdvisorQASection(Section[AdvisorQAResult]):
         return [
             Table(
                 "advisorqa-table3",
-                "Ranking a prompt's answers against the gold order (AdvisorQA Table 3)",
+                "Ranking a prompt's answers against the gold order (AdvisorQA Table 3): "
+                + (
+                    f"{result.lists} held-out prompts of {result.lists_all}"
+                    if result.prompts == "held-out"
+                    else f"all {result.lists} prompts"
+                ),
                 (
                     "ranker",
                     "ranking from",
@@ -128,7 +203,7 @@ class AdvisorQASection(Section[AdvisorQAResult]):
                     "1st vs last pairs",
                 ),
                 rows if result.lists else (),
-                note=result.definition,
+                note=f"{result.prompts_note} {result.definition}",
             )
         ]
 

@@ -1,5 +1,7 @@
 """Rationales: which of the seven values people cite for the better answer (AdvisorQA, Kim et al.
-2024, Fig. 4), overall, by category, and where two judges disagree and the people side with one."""
+2024, Fig. 4), overall, by category, where two judges disagree and the people side with one, and,
+in a follow-up study of two judge runs' disagreements, split by which run voted the better answer
+(Fig. 4's two bars)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
@@ -17,8 +21,16 @@ DEFINITION = (
     "share = count / judgments, share_of_mentions = count / all citations. Judge disagreement: "
     "for judges X and Y, the pairs where their votes differ and the people's majority (a unique "
     "most common label, A or B) equals X's vote; the values are those cited by the people who "
-    "voted with the majority."
+    "voted with the majority. Follow-up split (a follow-up study of two judge runs' "
+    "disagreements): the judgments on the pairs where the first run voted the better answer "
+    "shown, on those where the second did, and on those where neither did (one voted a tie, the "
+    "other the worse answer)."
 )
+GROUP_TEXT = {
+    "first": "{first} voted the better answer",
+    "second": "{second} voted the better answer",
+    "neither": "neither run voted the better answer",
+}
 
 
 @dataclass(frozen=True)
@@ -49,12 +61,31 @@ class Disagreement(Distribution):
 
 
 @dataclass(frozen=True)
+class FollowupGroup(Distribution):
+    agreed: str = ""  # first, second or neither
+    label: str = ""
+    pairs: int = 0
+
+
+@dataclass(frozen=True)
+class FollowupSplit:
+    """A follow-up study's values by which of its source's two runs voted the better answer."""
+
+    source_study: str
+    first: str
+    second: str
+    agreeing: str
+    groups: list[FollowupGroup]
+
+
+@dataclass(frozen=True)
 class RationaleResult:
     definition: str
     value_keys: list[str]
     overall: Distribution
     by_category: list[CategoryDistribution]
     judge_disagreement: list[Disagreement]
+    followup: FollowupSplit | None = None
 
 
 def distribution(selections: Iterable[Sequence[str]]) -> Distribution:
@@ -73,6 +104,30 @@ def distribution(selections: Iterable[Sequence[str]]) -> Distribution:
             ValueShare(str(row.value), int(row.count), row.share, row.share_of_mentions)
             for row in table.itertuples(index=False)
         ],
+    )
+
+
+def followup_split(data: ReportData, values: pd.DataFrame) -> FollowupSplit | None:
+    """The follow-up's values by group (`ReportExtras.followup`), over the report's pairs; a
+    group the follow-up has no pair of is left out (a follow-up of one run's wins has one)."""
+    origin = data.extras.followup
+    if origin is None:
+        return None
+    pairs = origin.pairs[origin.pairs["pair_id"].isin(data.votes.pairs["pair_id"])]
+    groups = []
+    for agreed in ("first", "second", "neither"):
+        ids = pairs.loc[pairs["agreed"] == agreed, "pair_id"]
+        if ids.empty:
+            continue
+        d = distribution(values[values["pair_id"].isin(ids)]["values"])
+        label = GROUP_TEXT[agreed].format(first=origin.first, second=origin.second)
+        groups.append(FollowupGroup(**vars(d), agreed=agreed, label=label, pairs=len(ids)))
+    return FollowupSplit(
+        source_study=origin.source_study,
+        first=origin.first,
+        second=origin.second,
+        agreeing=origin.agreeing,
+        groups=groups,
     )
 
 
@@ -112,6 +167,7 @@ def rationale_compute(data: ReportData) -> RationaleResult:
         overall=distribution(values["values"]),
         by_category=by_category,
         judge_disagreement=disagreement,
+        followup=followup_split(data, values),
     )
 
 
@@ -138,6 +194,9 @@ class RationaleSection(Section[RationaleResult]):
             rows += _rows(f"category {entry.category}", entry)
         for d in result.judge_disagreement:
             rows += _rows(f"people side with {d.with_} against {d.against} ({d.pairs} pairs)", d)
+        if result.followup is not None:
+            for g in result.followup.groups:
+                rows += _rows(f"follow-up: {g.label} ({g.pairs} pairs)", g)
         return [
             Table(
                 "rationale",
@@ -168,6 +227,33 @@ class RationaleSection(Section[RationaleResult]):
                 ),
             )
         ]
+        split = result.followup
+        if split is not None and any(g.judgments for g in split.groups):
+            title = (
+                f"Values where each judge voted the better answer (follow-up of "
+                f"{split.source_study or 'a deleted study'}; share of judgments)"
+            )
+            plots.append(
+                Plot(
+                    "rationale-followup",
+                    title,
+                    bar_chart_svg(
+                        title=title,
+                        categories=keys,
+                        series=[
+                            _shares(f"{g.label} ({g.judgments})", g)
+                            for g in split.groups
+                            if g.judgments
+                        ],
+                        y_label="share",
+                        y_min=0.0,
+                    ),
+                    note=(
+                        f"Pairs where {split.first} and {split.second} vote differently, by "
+                        "which of them voted the better answer shown (AdvisorQA, Fig. 4)."
+                    ),
+                )
+            )
         if len(result.by_category) > 1:
             title = "Values cited by category (share of judgments)"
             plots.append(

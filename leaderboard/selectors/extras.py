@@ -13,8 +13,9 @@ from django.db.models import Count, F, Func, IntegerField, Q, Value
 from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, Study
-from judges.models import AnswerScore, Judge, JudgeCall
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.lookup import positions_of
+from leaderboard.models import Followup, FollowupPair
 from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
 from leaderboard.selectors.packed import frame_read_coded
 from leaderboard.services.consistency import (
@@ -63,6 +64,103 @@ class ReportExtras:
     inconsistent: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=["run_id", "labelled", "inconsistent"])
     )
+    # Set when the study is a follow-up of two judge runs' disagreements (rationale section).
+    followup: FollowupOrigin | None = None
+    # The training split of each PL run of the report (AdvisorQA table).
+    pl_splits: tuple[PLSplit, ...] = ()
+
+
+@dataclass(frozen=True)
+class FollowupOrigin:
+    """Where a follow-up study came from (`leaderboard.models.Followup`): the source study's
+    slug ("" when deleted), the two runs' names, the filter, and its pairs: pair_id, agreed
+    (first, second or neither: which run voted the better side), basis."""
+
+    source_study: str
+    first: str
+    second: str
+    agreeing: str
+    pairs: pd.DataFrame
+
+    def digest(self) -> str:
+        """The origin's text fields, for the data hash (the pairs are hashed as a frame)."""
+        return "|".join((self.source_study, self.first, self.second, self.agreeing))
+
+
+@dataclass(frozen=True)
+class PLSplit:
+    """A PL run's training split: the prompts of the report's study its training held out.
+
+    held_out is None when the model was trained on another study (every prompt here is unseen
+    by it: no restriction) or when its split is not known (`known` False: a training from
+    before the split was stored, whose artifact was not found).
+    """
+
+    run_id: int
+    judge: str
+    trained_here: bool
+    known: bool
+    held_out: tuple[int, ...] | None
+    seed: int
+    holdout: float | None
+
+    def digest(self) -> str:
+        return f"{self.run_id}:{self.trained_here}:{self.known}:{self.held_out}:{self.seed}"
+
+
+def followup_origin_get(*, study: Study) -> FollowupOrigin | None:
+    """The study's follow-up origin and its pairs' groups; None when it is no follow-up."""
+    origin = Followup.objects.filter(study=study).select_related("source_study").first()
+    if origin is None:
+        return None
+    pairs = _records(
+        FollowupPair.objects.filter(followup=origin)
+        .order_by("pair_id")
+        .values_list("pair_id", "agreed", "basis"),
+        ["pair_id", "agreed", "basis"],
+    )
+    return FollowupOrigin(
+        source_study=origin.source_study.slug if origin.source_study else "",
+        first=origin.first_label,
+        second=origin.second_label,
+        agreeing=origin.agreeing,
+        pairs=pairs,
+    )
+
+
+def pl_splits_get(*, study: Study, run_ids: list[int]) -> tuple[PLSplit, ...]:
+    """The training split of each PL run among `run_ids` whose judge came from a training
+    (`judges.models.PLTraining`), by run id."""
+    rows = (
+        JudgeRun.objects.filter(
+            pk__in=run_ids, judge__kind=Judge.Kind.PL, judge__pl_training__isnull=False
+        )
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "judge__name",
+            "judge__pl_training__study_id",
+            "judge__pl_training__held_out_prompts",
+            "judge__pl_training__seed",
+            "judge__pl_training__params",
+        )
+    )
+    splits = []
+    for run_id, name, trained_on, held, seed, params in rows:
+        here = trained_on == study.pk
+        holdout = (params or {}).get("holdout")
+        splits.append(
+            PLSplit(
+                run_id=run_id,
+                judge=name,
+                trained_here=here,
+                known=held is not None,
+                held_out=tuple(sorted(int(p) for p in held)) if here and held is not None else None,
+                seed=int(seed),
+                holdout=float(holdout) if holdout is not None else None,
+            )
+        )
+    return tuple(splits)
 
 
 def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
@@ -112,6 +210,8 @@ class ExtraRows:
     answers: pd.DataFrame
     scores: pd.DataFrame
     inconsistent: pd.DataFrame
+    followup: FollowupOrigin | None = None
+    pl_splits: tuple[PLSplit, ...] = ()
 
 
 def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
@@ -138,8 +238,8 @@ def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> p
 def report_extra_rows_get(
     *, study: Study, filters: VoteFilters, raters: str, run_ids: list[int]
 ) -> ExtraRows:
-    """Read the cited values, gold ranks and answer scores; needs no votes, so that a report may
-    read them beside the votes."""
+    """Read the cited values, gold ranks, answer scores, the follow-up origin and the PL runs'
+    training splits; needs no votes, so that a report may read them beside the votes."""
     judgments = (
         HumanJudgment.objects.filter(pair_q(filters, "pair__"), study=study, excluded=False)
         .exclude(preference="")
@@ -166,7 +266,14 @@ def report_extra_rows_get(
         ["run_id", "answer_id", "score"],
     )
     inconsistent = imported_inconsistency_get(filters=filters, run_ids=run_ids)
-    return ExtraRows(values=values, answers=answers, scores=scores, inconsistent=inconsistent)
+    return ExtraRows(
+        values=values,
+        answers=answers,
+        scores=scores,
+        inconsistent=inconsistent,
+        followup=followup_origin_get(study=study),
+        pl_splits=pl_splits_get(study=study, run_ids=run_ids),
+    )
 
 
 def report_extras_get(
@@ -205,4 +312,6 @@ def report_extras_get(
         scores=scores,
         consistency=consistency,
         inconsistent=rows.inconsistent,
+        followup=rows.followup,
+        pl_splits=rows.pl_splits,
     )

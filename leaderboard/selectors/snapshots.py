@@ -70,6 +70,11 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
     for name in ("lengths", "values", "answers", "scores", "inconsistent"):
         frame_hash_update(digest, name, getattr(extras, name))
     digest.update(extras.consistency.digest().encode())
+    if extras.followup is not None:
+        frame_hash_update(digest, "followup", extras.followup.pairs)
+        digest.update(extras.followup.digest().encode())
+    for split in extras.pl_splits:
+        digest.update(split.digest().encode())
     return digest.hexdigest()
 
 

@@ -17,9 +17,13 @@ from annotation.models import Answer, Assignment, HumanJudgment, Pair, Prompt, S
 from annotation.selectors.work import pair_rationale_winner
 from judges.models import Judge, JudgeCall, JudgeRun
 from leaderboard.models import Followup, FollowupPair
+from leaderboard.report.base import RenderContext
+from leaderboard.report.registry import section_get
 from leaderboard.selectors.followup import Disagreement, judge_disagreements_get
+from leaderboard.selectors.frames import VoteFilters
 from leaderboard.services.followup import followup_study_create
-from tests.annotation.work_helpers import enter_and_consent, make_pairs
+from leaderboard.services.reports import ReportParams, _votes_and_extras_get, report_data
+from tests.annotation.work_helpers import enter_and_consent, make_pairs, make_worker
 from tests.conftest import Cast
 from tests.factories import make_assignment
 from tests.leaderboard.conftest import get_computed
@@ -439,3 +443,61 @@ def test_the_dashboard_creates_a_follow_up_of_the_first_runs_wins(
     assert response["Location"] == "/studies/main-study-followup-1/"
     links = FollowupPair.objects.filter(followup__study__slug="main-study-followup-1")
     assert links.count() == 10 and set(links.values_list("agreed", flat=True)) == {"first"}
+
+
+def test_the_report_of_a_follow_up_splits_the_values_by_which_run_voted_the_better_answer(
+    cast: Cast, setup: Setup
+) -> None:
+    """Fig. 4's two bars: on X's 10 wins people cite clarity, on Y's 3 wins ethics too."""
+    followup = followup_study_create(
+        study=setup.study, judge_a_run=setup.run_x, judge_b_run=setup.run_y, user=cast.researcher
+    )
+    worker = make_worker(followup, "why")
+    agreed = dict(
+        FollowupPair.objects.filter(followup__study=followup).values_list("pair_id", "agreed")
+    )
+    for pair in Pair.objects.filter(study=followup):
+        HumanJudgment.objects.create(
+            study=followup,
+            pair=pair,
+            worker=worker,
+            assignment=make_assignment(pair, worker),
+            preference=pair.rationale_winner,
+            values=["clarity"] if agreed[pair.pk] == "first" else ["clarity", "ethics"],
+        )
+    votes, extras = _votes_and_extras_get(study=followup, filters=VoteFilters())
+    section = section_get("rationale")
+    result = section.load(
+        section.dump(
+            section.compute(report_data(votes=votes, extras=extras, params=ReportParams()))
+        )
+    )
+    split = result.followup
+    assert split is not None and split.source_study == "main-study"
+    assert (split.first, split.second, split.agreeing) == (
+        f"judge x (run {setup.run_x.pk})",
+        f"judge y (run {setup.run_y.pk})",
+        "any",
+    )
+    shares = {
+        g.agreed: (g.pairs, g.judgments, {v.value: v.share for v in g.values if v.count})
+        for g in split.groups
+    }
+    assert shares == {
+        "first": (10, 10, {"clarity": 1.0}),
+        "second": (3, 3, {"clarity": 1.0, "ethics": 1.0}),
+    }
+    context = RenderContext(sources=("human",), definition="")
+    rows = section.tables(result, context)[0].rows
+    assert (
+        f"follow-up: judge y (run {setup.run_y.pk}) voted the better answer (3 pairs)",
+        "ethics",
+        3,
+        3,
+        1.0,
+    ) in rows
+    plots = {plot.name: plot for plot in section.plots(result, context)}
+    assert "judge x" in plots["rationale-followup"].svg
+    # The source study's own report has no split.
+    votes, extras = _votes_and_extras_get(study=setup.study, filters=VoteFilters())
+    assert extras.followup is None

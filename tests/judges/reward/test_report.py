@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from judges.models import Judge
+from judges.models import Judge, PLTraining
+from judges.reward.artifacts import artifact_metadata
 from judges.reward.scoring import pl_run_execute
 from judges.reward.services import TrainingRequest, pl_training_execute, pl_training_start
 from judges.services.calls import judge_call_execute
@@ -48,7 +49,17 @@ def test_the_report_ranks_answers_by_every_source_and_calls_the_pl_judge_order_i
         section = section_get(key)
         payload.update(section.dump(section.compute(data)))
     table = payload["advisorqa_table3"]
-    assert table["lists"] == 4
+    # Only the prompt the training held out (ceil(0.2 x 4) = 1 of the 4 ranked prompts), as
+    # stored on the training and in its artifact.
+    held = training.held_out_prompts
+    assert held == artifact_metadata(training.artifact)["held_out_prompts"] and len(held) == 1
+    assert (table["lists"], table["lists_all"], table["prompts"]) == (1, 4, "held-out")
+    pl_name = next(iter(table["held_out_of"]))
+    assert "pl-report" in pl_name and table["held_out_of"][pl_name] == "seed 3, held-out share 0.2"
+    result = section_get("advisorqa_table3").load(payload)
+    shown = section_get("advisorqa_table3").tables(result, _context(payload))[0]
+    assert shown.title.endswith(": 1 held-out prompts of 4")
+    assert shown.note.startswith("1 held-out prompts of the 4 with a gold order, held out of")
     rows: dict[str, list[dict[str, Any]]] = {row["ranking"]: [] for row in table["rows"]}
     for row in table["rows"]:
         rows[row["ranking"]].append(row)
@@ -71,6 +82,21 @@ def test_the_report_ranks_answers_by_every_source_and_calls_the_pl_judge_order_i
     pl_row = next(r for r in context_rows.rows if r[0] == pl_source)
     assert pl_row[1] == ORDER_INVARIANT
     assert "no position bias to measure" in context_rows.note
+
+    # A training whose split is not known: every prompt, and the table says so.
+    PLTraining.objects.filter(pk=training.pk).update(held_out_prompts=None)
+    votes, extras = _votes_and_extras_get(study=cast.study, filters=VoteFilters())
+    data = report_data(votes=votes, extras=extras, params=ReportParams())
+    unknown = section_get("advisorqa_table3").compute(data)
+    assert (unknown.lists, unknown.prompts, unknown.split_unknown) == (4, "all", [pl_name])
+    assert "Training split not known for" in unknown.prompts_note
+    # A model trained on another study has seen none of this study's prompts: every prompt.
+    PLTraining.objects.filter(pk=training.pk).update(held_out_prompts=held, study=cast.other_study)
+    votes, extras = _votes_and_extras_get(study=cast.study, filters=VoteFilters())
+    data = report_data(votes=votes, extras=extras, params=ReportParams())
+    other = section_get("advisorqa_table3").compute(data)
+    assert (other.lists, other.prompts, other.split_unknown) == (4, "all", [])
+    assert other.prompts_note == "All 4 prompts with a gold order."
 
 
 def _context(payload: dict[str, Any]) -> RenderContext:
