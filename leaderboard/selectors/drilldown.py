@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from annotation.models import HumanJudgment, Pair, Study
 from judges.models import JudgeCall
 from leaderboard.selectors.frames import StudyVotes
+from leaderboard.stats.majority import LABELS, people_majority
 
 
 @dataclass(frozen=True)
@@ -33,22 +32,14 @@ def unit_rows_get(
     *, votes: StudyVotes, judge: str | None = None, disagree: bool = False
 ) -> list[UnitRow]:
     """The units behind a report cell: every unit with votes, or with `judge` and `disagree`,
-    those where that judge's vote differs from the people's majority label (a tied majority is
-    a tie, as in the report's majority level)."""
+    those where that judge's vote differs from the people's majority label
+    (:func:`leaderboard.stats.majority.people_majority`: a tied count is a tie)."""
     human = votes.human
-    counts = human.groupby(["pair_id", "label"]).size().unstack("label", fill_value=0)
-    counts = counts.reindex(columns=["A", "B", "tie"], fill_value=0)
-    values = counts.to_numpy()
-    top = values.max(axis=1, keepdims=True) if len(values) else values
-    unique = (values == top).sum(axis=1) == 1 if len(values) else []
-    majority = pd.Series(
-        [
-            ("A", "B", "tie")[int(row.argmax())] if is_unique else "tie"
-            for row, is_unique in zip(values, unique, strict=True)
-        ],
-        index=counts.index,
-        dtype=object,
+    counts = (
+        human.groupby(["pair_id", "label"], observed=False).size().unstack("label", fill_value=0)
     )
+    counts = counts.reindex(columns=list(LABELS), fill_value=0)
+    majority = people_majority(human)
     judge_votes = {
         source: votes.judges[votes.judges["source"] == source].set_index("pair_id")["label"]
         for source in sorted(set(votes.judges["source"].tolist()))
