@@ -6,13 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-import pandas as pd
 from django.utils.text import slugify
 
 from leaderboard.plots import heatmap_svg
 from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
+from leaderboard.stats.win_rates import win_rates_from_votes
 
 DEFINITION = "row model's wins over column model / their battles; a tie is half a win"
 
@@ -28,34 +26,6 @@ class WinRates:
 class WinRatesResult:
     definition: str
     sources: dict[str, WinRates]
-
-
-def win_rates_from_votes(frame: pd.DataFrame) -> tuple[list[str], npt.NDArray[np.float64], int]:
-    """Models, win-rate matrix and battle count of one source's votes.
-
-    The same formula as :func:`leaderboard.stats.ratings.win_rate_matrix` with ties="half"
-    (``W_ij / (W_ij + W_ji)``, a tie half a win each, NaN where two models never met and on the
-    diagonal), summed from the counts per (model A, model B, label), so a million votes cost one
-    group-by instead of a Python step per battle. Votes of a model against itself are left out.
-    """
-    kept = frame[frame["system_a"] != frame["system_b"]]
-    counts = kept.groupby(["system_a", "system_b", "label"], observed=True).size()
-    models = sorted({str(m) for key in counts.index for m in key[:2]})
-    index = {m: i for i, m in enumerate(models)}
-    wins = np.zeros((len(models), len(models)))
-    for (a, b, label), n in counts.items():
-        i, j = index[str(a)], index[str(b)]
-        if label == "A":
-            wins[i, j] += n
-        elif label == "B":
-            wins[j, i] += n
-        else:
-            wins[i, j] += n / 2
-            wins[j, i] += n / 2
-    games = wins + wins.T
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rates = np.where(games > 0, wins / games, np.nan)
-    return models, rates, len(kept)
 
 
 def win_rates_compute(data: ReportData) -> WinRatesResult:

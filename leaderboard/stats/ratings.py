@@ -858,24 +858,3 @@ def bradley_terry(
             boot[r, games == 0] = np.nan
         lower, upper = np.nanquantile(boot, [_QUANTILES[0], _QUANTILES[2]], axis=0)
     return _rating_frame(models, point, lower, upper)
-
-
-def win_rate_matrix(
-    battles: pd.DataFrame, *, ties: Literal["half", "drop"] = "half"
-) -> pd.DataFrame:
-    """Return the share of battles each row model won against each column model.
-
-    Formula: ``W_ij / (W_ij + W_ji)`` with ``W_ij`` the wins of i over j (``ties="half"``: a tie is
-    half a win each; ``"drop"``: ties are not counted). NaN where the two never met (and on the
-    diagonal). Source: the LMSYS Chatbot Arena notebook's pairwise win-fraction table.
-    """
-    if ties not in ("half", "drop"):
-        raise ValueError("ties must be 'half' or 'drop'")
-    enc = _encode(battles)
-    ca, cb, cs, counts = _cells(enc, ties)
-    m = len(enc.models)
-    wins = _win_matrix(ca, cb, cs, counts.astype(np.float64), m)
-    games = wins + wins.T
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(games > 0, wins / games, np.nan)
-    return pd.DataFrame(rate, index=pd.Index(enc.models, name="model"), columns=enc.models)

@@ -12,7 +12,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from django.test import Client
@@ -31,14 +30,12 @@ from annotation.models import (
 )
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.report.gold_order import gold_orders, gold_pair_kinds
-from leaderboard.report.win_rates import win_rates_from_votes
 from leaderboard.services.reports import (
     ReportParams,
     agreement_report_build,
     agreement_report_snapshot,
 )
 from leaderboard.stats.ranking import ndcg_at_k
-from leaderboard.stats.ratings import win_rate_matrix
 from tests.conftest import Cast
 from tests.factories import make_assignment
 from tests.leaderboard.conftest import get_computed, run_import
@@ -457,28 +454,3 @@ def test_answer_texts_edited_in_place_give_new_length_numbers_when_a_recompute_i
     assert second.pk == first.pk  # one snapshot per key, recomputed
     assert second.payload is not None
     assert second.payload["length_bias"]["status"] == "no answer texts"
-
-
-def test_win_rates_from_counts_equal_the_stats_win_rate_matrix_on_the_same_battles() -> None:
-    rng = random.Random(5)
-    rows = [
-        (a, b, rng.choice(["A", "B", "tie"]))
-        for _ in range(300)
-        for a, b in [rng.sample(["m1", "m2", "m3", "m4"], 2)]
-    ] + [("m5", "m5", "A"), ("m1", "m6", "tie")]
-    frame = pd.DataFrame(rows, columns=["system_a", "system_b", "label"])
-    models, rates, battles = win_rates_from_votes(frame)
-    kept = frame[frame["system_a"] != frame["system_b"]]
-    expected = win_rate_matrix(
-        pd.DataFrame(
-            {
-                "model_a": kept["system_a"],
-                "model_b": kept["system_b"],
-                "winner": kept["label"].map({"A": "model_a", "B": "model_b", "tie": "tie"}),
-            }
-        ),
-        ties="half",
-    )
-    assert battles == 301
-    assert models == list(expected.index) == ["m1", "m2", "m3", "m4", "m6"]
-    assert np.allclose(rates, expected.to_numpy(), equal_nan=True)

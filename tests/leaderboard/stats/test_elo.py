@@ -14,7 +14,6 @@ from leaderboard.stats.ratings import (
     bootstrap_battle_indices,
     canonical_battle_order,
     elo_bootstrap,
-    win_rate_matrix,
 )
 from tests.leaderboard.reference_elo import (
     canonical_order,
@@ -265,25 +264,6 @@ def test_invalid_battles_are_rejected(
 
     with pytest.raises(ValueError, match=message):
         elo_bootstrap(battles, rounds=2, clusters=clusters)
-
-
-def test_win_rate_matrix_counts_a_tie_as_half_a_win() -> None:
-    battles = pd.DataFrame(
-        {
-            "model_a": ["x", "y", "x", "x"],
-            "model_b": ["y", "x", "y", "z"],
-            "winner": ["model_a", "model_a", "tie", "model_b"],
-        }
-    )
-
-    half = win_rate_matrix(battles)
-    dropped = win_rate_matrix(battles, ties="drop")
-
-    assert half.loc["x", "y"] == pytest.approx(1.5 / 3)
-    assert half.loc["y", "x"] == pytest.approx(1.5 / 3)
-    assert dropped.loc["x", "y"] == pytest.approx(0.5)
-    assert half.loc["z", "x"] == 1.0
-    assert math.isnan(half.loc["y", "z"]) and math.isnan(half.loc["x", "x"])
 
 
 def test_a_new_process_loads_the_elo_kernel_from_numbas_disk_cache(tmp_path: Path) -> None:
