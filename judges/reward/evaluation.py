@@ -1,6 +1,6 @@
 """AdvisorQA's Table 3 for a study: every ranker on the held-out prompts with ranked answers.
 
-Rows (computed by :func:`leaderboard.stats.listwise.advisorqa_table`): the random ranker, the
+Rows (computed by :func:`rankeval.listwise.advisorqa_table`): the random ranker, the
 longer-answer ranker, each PL model (recipe and K named; the judge's stored answer scores, or
 the model's scores of the answers it has not scored), every other judge with verdicts on pairs
 within those lists (ranked by wins), and people (their judgments, ranked by wins). By default
@@ -18,7 +18,7 @@ from annotation.models import Answer, HumanJudgment, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.reward.artifacts import artifact_load, artifact_metadata
 from judges.reward.data import TrainingInputError, question_text, ranked_lists
-from leaderboard.stats.listwise import TableRow, advisorqa_table
+from rankeval.listwise import TableRow, advisorqa_table
 
 SHARE_OF_B = {"A": 0.0, "B": 1.0, "tie": 0.5}
 PEOPLE = "people"

@@ -24,7 +24,7 @@ from judges.reward.data import StudyData, split_prompts, study_data
 from judges.reward.features import FEATURES, head_new, head_scorer, head_scores, pair_features
 from judges.reward.losses import parse_k
 from judges.reward.training import Examples, TrainSettings, torch_threads, train
-from leaderboard.stats.listwise import listwise_scores
+from rankeval.listwise import listwise_scores
 
 EpochRecorder = Callable[[int, list[dict[str, float | None]]], None]
 

@@ -1,5 +1,5 @@
 """AdvisorQA's Table 3: NDCG@2/3/5 and 1st-vs-2nd / 1st-vs-last accuracy of every ranker of a
-prompt's answers (Kim et al. 2024), computed by :func:`leaderboard.stats.listwise.advisorqa_table`.
+prompt's answers (Kim et al. 2024), computed by :func:`rankeval.listwise.advisorqa_table`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 from leaderboard.report.base import HUMAN, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold_order import gold_orders
 from leaderboard.selectors.extras import PLSplit
-from leaderboard.stats.listwise import TableRow, advisorqa_table
+from rankeval.listwise import TableRow, advisorqa_table
 
 SHARE_OF_B = {"A": 0.0, "B": 1.0, "tie": 0.5}
 DEFINITION = (

@@ -13,7 +13,7 @@ import pandas as pd
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
 from leaderboard.stats.proportion import wilson_interval
-from leaderboard.stats.ranking import ndcg_at_k
+from rankeval.ndcg import ndcg_at_k
 
 GOLD_KINDS = ("first_vs_second", "first_vs_last")
 NDCG_DEPTHS: tuple[int | None, ...] = (1, 3, None)

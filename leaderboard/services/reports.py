@@ -204,8 +204,9 @@ def _payload(
 def code_version() -> str:
     """SHA-256 of what a report's numbers depend on besides the data: the schema version,
     Concord's version, the libraries' versions and the source of the report's code (its
-    sections, the statistics, the reads and this service). Read once per process. A snapshot
-    computed by other code has another key, so an upgrade that fixes a statistic recomputes."""
+    sections, the statistics with `rankeval`'s ranking measures, the reads and this service).
+    Read once per process. A snapshot computed by other code has another key, so an upgrade
+    that fixes a statistic recomputes."""
     digest = hashlib.sha256()
     digest.update(f"{SCHEMA_VERSION}|{software_version()}|".encode())
     digest.update(json.dumps(_library_versions(), sort_keys=True).encode())
@@ -216,9 +217,10 @@ def code_version() -> str:
         *sorted((root / "selectors").glob("*.py")),
         root / "lookup.py",
         root / "services" / "reports.py",
+        *sorted((root.parent / "rankeval").glob("*.py")),
     ]
     for path in files:
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

@@ -35,7 +35,7 @@ from leaderboard.services.reports import (
     agreement_report_build,
     agreement_report_snapshot,
 )
-from leaderboard.stats.ranking import ndcg_at_k
+from rankeval.ndcg import ndcg_at_k
 from tests.conftest import Cast
 from tests.factories import make_assignment
 from tests.leaderboard.conftest import get_computed, run_import

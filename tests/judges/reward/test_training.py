@@ -9,7 +9,7 @@ import torch
 from judges.reward.features import head_new, head_scorer, head_scores
 from judges.reward.losses import LISTWISE, PAIRWISE
 from judges.reward.training import Examples, TrainSettings, torch_threads, train
-from leaderboard.stats.listwise import listwise_scores, random_scores
+from rankeval.listwise import listwise_scores, random_scores
 
 PROMPTS, ANSWERS, DIM = 150, 5, 12
 

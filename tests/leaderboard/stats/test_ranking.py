@@ -3,8 +3,9 @@ import math
 import pandas as pd
 import pytest
 
-from leaderboard.stats.ranking import ndcg_at_k, rank_correlation
+from leaderboard.stats.ranking import rank_correlation
 from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
+from rankeval.ndcg import ndcg_at_k
 
 
 def test_ndcg_matches_the_wikipedia_worked_example() -> None:

@@ -3,7 +3,7 @@
 Each list is one question's answers in gold order, best first, with a ranker's scores for them
 (higher = better). The measures, averaged over lists (Kim et al. 2024, "AdvisorQA", Table 3):
 
-- NDCG@k (:func:`leaderboard.stats.ranking.ndcg_at_k`, linear gain) with graded relevance
+- NDCG@k (:func:`rankeval.ndcg.ndcg_at_k`, linear gain) with graded relevance
   ``n - position`` for a list of n answers (best = n, last = 1), so every answer counts and
   the order among them decides the score;
 - first-vs-second accuracy: the share of lists whose 1st answer scores above the 2nd;
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from leaderboard.stats.ranking import ndcg_at_k
+from rankeval.ndcg import ndcg_at_k
 
 TABLE_KS = (2, 3, 5)
 

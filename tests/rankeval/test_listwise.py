@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from leaderboard.stats.listwise import advisorqa_table, listwise_scores, random_scores, wins_scores
+from rankeval.listwise import advisorqa_table, listwise_scores, random_scores, wins_scores
 
 
 def test_a_perfect_ranker_scores_one_everywhere() -> None:
