@@ -295,10 +295,10 @@ def fleiss(human: pd.DataFrame) -> FleissResult:
     per_unit = counts.sum(axis=1)
     rated = per_unit[per_unit >= 2]
     if rated.empty:
-        return FleissResult(math.nan, 0, None)
+        return FleissResult(math.nan, 0, None, 0)
     modal = int(rated.value_counts().sort_index().idxmax())
     table = counts[per_unit == modal]
-    return FleissResult(fleiss_kappa(table.to_numpy()), len(table), modal)
+    return FleissResult(fleiss_kappa(table.to_numpy()), len(table), modal, len(rated))
 
 
 @contextmanager

@@ -8,12 +8,14 @@ Its JSON spreads over the documented top-level keys ``counts``, ``human_vs_human
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.report.base import (
@@ -27,10 +29,14 @@ from leaderboard.report.base import (
     to_json,
 )
 from leaderboard.stats.agreement import (
+    Level,
     cohen_kappa,
     fleiss_kappa,
+    fleiss_kappa_interval,
     krippendorff_alpha_from_long,
+    krippendorff_alpha_interval,
 )
+from leaderboard.stats.bootstrap import BootstrapInterval
 from leaderboard.stats.pairwise import (
     AgreementCount,
     bootstrap_agreement_ci,
@@ -49,7 +55,8 @@ DEFINITION = (
 )
 RELIABILITY_NOTE = (
     "Fleiss' kappa on the units with the most common number of votes (Fleiss 1971 needs the same "
-    "number of ratings per unit); Krippendorff's alpha on every unit with two or more votes; "
+    "number of ratings per unit; 'computed on' says how many of the units with two or more votes "
+    "that is); Krippendorff's alpha on every unit with two or more votes; "
     "Cohen's kappa of each judge against the people's majority label per unit; quadratic-weighted "
     "kappa of Likert scores, vote by vote."
 )
@@ -93,16 +100,37 @@ class TieCounts:
 
 
 @dataclass(frozen=True)
+class ReliabilityCI:
+    """Bootstrap percentile interval of a reliability coefficient: each round draws the prompts
+    (``resample = "prompt"``: all of a prompt's units together) or the units (``"vote"``) with
+    replacement; ``drawn`` is how many prompts or units a round draws."""
+
+    lower: float
+    upper: float
+    confidence: float
+    rounds: int
+    resample: str
+    drawn: int
+
+
+@dataclass(frozen=True)
 class FleissResult:
+    """Fleiss' kappa on the units with the most common number of votes (``votes_per_unit``):
+    ``units`` of the ``rated_units`` units with two or more votes."""
+
     kappa: float
     units: int
     votes_per_unit: int | None
+    rated_units: int = 0
+    ci: ReliabilityCI | None = None
 
 
 @dataclass(frozen=True)
 class AlphaResult:
     nominal_preference: float
     ordinal_likert: float | None
+    nominal_preference_ci: ReliabilityCI | None = None
+    ordinal_likert_ci: ReliabilityCI | None = None
 
 
 @dataclass(frozen=True)
@@ -209,12 +237,16 @@ def _with_ci(
     )
 
 
-def _fleiss(human: pd.DataFrame) -> FleissResult:
-    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes.
+def _fleiss_table(
+    human: pd.DataFrame,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], int, int | None]:
+    """The units x (A, B, tie) counts of the units rated by the most common number (>= 2) of
+    votes, their pair ids, how many units have two or more votes, and that number (None when
+    none has).
 
-    The units x (A, B, tie) counts come from label codes per unit (votes without a label left
-    out), units in pair id order; the most common number of votes is the smallest on a tie."""
-    units, _ = pd.factorize(human["pair_id"], sort=True)
+    The counts come from label codes per unit (votes without a label left out), units in pair
+    id order; the most common number of votes is the smallest on a tie."""
+    units, pair_ids = pd.factorize(human["pair_id"], sort=True)
     labels = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
     known = labels >= 0
     n_units = int(units.max()) + 1 if len(units) else 0
@@ -224,10 +256,76 @@ def _fleiss(human: pd.DataFrame) -> FleissResult:
     per_unit = counts.sum(axis=1)
     rated = per_unit[per_unit >= 2]
     if rated.size == 0:
-        return FleissResult(float("nan"), 0, None)
+        return counts[:0], np.asarray(pair_ids)[:0], 0, None
     modal = int(np.bincount(rated).argmax())
-    table = counts[per_unit == modal]
-    return FleissResult(fleiss_kappa(table), len(table), modal)
+    chosen = per_unit == modal
+    return counts[chosen], np.asarray(pair_ids)[chosen], int(rated.size), modal
+
+
+def _fleiss(human: pd.DataFrame) -> FleissResult:
+    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes (Fleiss 1971
+    needs the same number of ratings per unit), and how many units that leaves out."""
+    table, _, rated, modal = _fleiss_table(human)
+    if modal is None:
+        return FleissResult(float("nan"), 0, None, 0)
+    return FleissResult(fleiss_kappa(table), len(table), modal, rated)
+
+
+def _reliability_ci(interval: BootstrapInterval, params: ReportParams) -> ReliabilityCI:
+    return ReliabilityCI(
+        interval.lower,
+        interval.upper,
+        interval.confidence,
+        interval.rounds,
+        params.resample,
+        interval.clusters,
+    )
+
+
+def _with_reliability_cis(
+    human: pd.DataFrame,
+    fleiss: FleissResult,
+    alpha: AlphaResult,
+    params: ReportParams,
+    prompt_of: pd.Series,
+) -> tuple[FleissResult, AlphaResult]:
+    """Fleiss' kappa and Krippendorff's alpha with their bootstrap intervals over prompts or
+    units (``params.resample``), ``params.ci_rounds`` rounds from ``params.seed``."""
+    by_prompt = params.resample == "prompt"
+    rounds, confidence, seed = params.ci_rounds, params.confidence, params.seed
+    fleiss_ci = None
+    if fleiss.votes_per_unit is not None:
+        table, pair_ids, _, _ = _fleiss_table(human)
+        clusters = prompt_of.reindex(pair_ids).to_numpy() if by_prompt else None
+        fleiss_ci = _reliability_ci(
+            fleiss_kappa_interval(table, clusters, rounds=rounds, confidence=confidence, seed=seed),
+            params,
+        )
+
+    def alpha_ci(frame: pd.DataFrame, values: Any, level: Level) -> ReliabilityCI:
+        clusters = prompt_of.reindex(frame["pair_id"]).to_numpy() if by_prompt else None
+        interval = krippendorff_alpha_interval(
+            frame["pair_id"].to_numpy(),
+            values,
+            level,
+            clusters,
+            rounds=rounds,
+            confidence=confidence,
+            seed=seed,
+        )
+        return _reliability_ci(interval, params)
+
+    nominal = alpha_ci(human, human["label"], "nominal")
+    likert = human.dropna(subset=["likert"])
+    ordinal = (
+        alpha_ci(likert, likert["likert"].astype(float).to_numpy(), "ordinal")
+        if alpha.ordinal_likert is not None
+        else None
+    )
+    return (
+        dataclasses.replace(fleiss, ci=fleiss_ci),
+        dataclasses.replace(alpha, nominal_preference_ci=nominal, ordinal_likert_ci=ordinal),
+    )
 
 
 def _alpha(human: pd.DataFrame) -> AlphaResult:
@@ -308,7 +406,8 @@ def agreement_compute(data: ReportData) -> AgreementResult:
     )
     prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
     s1, s2, ci = _with_ci(human, None, params, prompt_of)
-    people = HumanVsHuman(s1, s2, ci, _fleiss(human), _alpha(human))
+    fleiss, alpha = _with_reliability_cis(human, _fleiss(human), _alpha(human), params, prompt_of)
+    people = HumanVsHuman(s1, s2, ci, fleiss, alpha)
     judges = {}
     for source in votes.sources:
         mine = data.frames[source.name]
@@ -336,6 +435,27 @@ def agreement_compute(data: ReportData) -> AgreementResult:
         both = _tie_counts(data.frames[a], data.frames[b], "vote")
         pairs.append(JudgePair(a, b, both.with_ties, both.without_ties))
     return AgreementResult(counts, people, judges, pairs)
+
+
+def _ends(ci: ReliabilityCI | None) -> tuple[float | None, float | None]:
+    return (None, None) if ci is None else (ci.lower, ci.upper)
+
+
+def _drawn(ci: ReliabilityCI | None) -> str:
+    """Which units a reliability coefficient used, as the table says it."""
+    if ci is None:
+        return ""
+    unit = "prompts" if ci.resample == "prompt" else "units"
+    return f"units with 2+ votes; interval over {ci.drawn} {unit}"
+
+
+def _reliability_note(people: HumanVsHuman) -> str:
+    """The unit and rounds of the Fleiss and alpha intervals."""
+    ci = people.fleiss_kappa.ci or people.krippendorff_alpha.nominal_preference_ci
+    if ci is None:
+        return ""
+    unit = "prompts" if ci.resample == "prompt" else "units"
+    return f" Intervals ({ci.confidence:.0%}): bootstrap over {unit}, {ci.rounds} rounds."
 
 
 def _cells(count: AgreementCount | None) -> tuple[Any, Any, Any]:
@@ -408,19 +528,27 @@ class AgreementSection(Section[AgreementResult]):
         )
         fleiss, alpha = people.fleiss_kappa, people.krippendorff_alpha
         fleiss_on = (
-            f"{fleiss.units} units with {fleiss.votes_per_unit} votes"
+            f"{fleiss.units} of {fleiss.rated_units} units with 2+ votes: those with "
+            f"{fleiss.votes_per_unit} votes, the most common number"
             if fleiss.votes_per_unit is not None
             else "no overlapping human votes"
         )
         reliability: list[tuple[Any, ...]] = [
-            ("human vs human", "Fleiss' kappa", fleiss.kappa, fleiss_on),
+            ("human vs human", "Fleiss' kappa", fleiss.kappa, *_ends(fleiss.ci), fleiss_on),
             (
                 "human vs human",
                 "Krippendorff's alpha (nominal, preference)",
                 alpha.nominal_preference,
-                "",
+                *_ends(alpha.nominal_preference_ci),
+                _drawn(alpha.nominal_preference_ci),
             ),
-            ("human vs human", "Krippendorff's alpha (ordinal, Likert)", alpha.ordinal_likert, ""),
+            (
+                "human vs human",
+                "Krippendorff's alpha (ordinal, Likert)",
+                alpha.ordinal_likert,
+                *_ends(alpha.ordinal_likert_ci),
+                _drawn(alpha.ordinal_likert_ci),
+            ),
         ]
         for name in sorted(result.judges):
             vs = result.judges[name].vs_human
@@ -429,6 +557,8 @@ class AgreementSection(Section[AgreementResult]):
                     f"{name} vs human",
                     "Cohen's kappa vs majority",
                     vs.cohen_kappa_vs_majority.kappa,
+                    None,
+                    None,
                     f"{vs.cohen_kappa_vs_majority.units} units",
                 )
             )
@@ -437,6 +567,8 @@ class AgreementSection(Section[AgreementResult]):
                     f"{name} vs human",
                     "weighted kappa (quadratic, Likert)",
                     vs.weighted_kappa_likert.kappa,
+                    None,
+                    None,
                     f"{vs.weighted_kappa_likert.pairs} vote pairs",
                 )
             )
@@ -454,9 +586,9 @@ class AgreementSection(Section[AgreementResult]):
             Table(
                 "reliability",
                 "Chance-corrected agreement",
-                ("comparison", "statistic", "value", "computed on"),
+                ("comparison", "statistic", "value", "lower", "upper", "computed on"),
                 tuple(reliability),
-                note=RELIABILITY_NOTE,
+                note=RELIABILITY_NOTE + _reliability_note(people),
             ),
         ]
 

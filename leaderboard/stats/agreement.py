@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from leaderboard.stats.bootstrap import BootstrapInterval, cluster_sums, percentile_interval
 from leaderboard.stats.pairwise import (
     AgreementCount,
     AgreementInterval,
@@ -31,8 +32,10 @@ __all__ = [
     "bootstrap_agreement_ci",
     "cohen_kappa",
     "fleiss_kappa",
+    "fleiss_kappa_interval",
     "krippendorff_alpha",
     "krippendorff_alpha_from_long",
+    "krippendorff_alpha_interval",
     "pairwise_agreement",
     "pairwise_agreement_by_unit",
 ]
@@ -103,6 +106,22 @@ def krippendorff_alpha_from_long(
     or no overlap between raters), or only one distinct value among the pairable ratings (the
     expected disagreement ``D_e`` is 0 and Krippendorff 2011 calls alpha undefined there).
     """
+    pairable = _pairable_counts(units, values, level)
+    if pairable is None:
+        return math.nan
+    counts, domain, _ = pairable
+    return _alpha_of(_coincidences(counts), domain, level)
+
+
+def _pairable_counts(
+    units: npt.ArrayLike | Sequence[Any] | pd.Series,
+    values: npt.ArrayLike | Sequence[Any] | pd.Series,
+    level: Level,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.intp]] | None:
+    """The pairable units' value counts ``n_uc`` (units with two or more values; values seen
+    only on unpairable units dropped), the values in order, and each kept unit's code in
+    :func:`leaderboard.stats.pairwise.key_codes` numbering; None when fewer than two values or
+    no unit are pairable (alpha is NaN)."""
     if level not in _LEVELS:
         raise ValueError(f"level must be one of {_LEVELS}, not {level!r}")
     unit_arr = units.to_numpy() if isinstance(units, pd.Series) else np.asarray(units)
@@ -121,7 +140,7 @@ def krippendorff_alpha_from_long(
     keep = ~np.asarray(pd.isna(value_arr), dtype=bool)
     unit_arr, value_arr = unit_arr[keep], value_arr[keep]
     if unit_arr.size == 0:
-        return math.nan
+        return None
 
     # Integer unit ids in a narrow range (a study's pair ids) are numbered by marking the range.
     unit_codes, _ = key_codes(pd.Series(unit_arr, copy=False))
@@ -139,23 +158,119 @@ def krippendorff_alpha_from_long(
     counts = np.bincount(unit_codes * n_values + value_codes, minlength=n_units * n_values).reshape(
         n_units, n_values
     )
-    counts = counts[counts.sum(axis=1) >= 2]
+    kept = np.flatnonzero(counts.sum(axis=1) >= 2)
+    counts = counts[kept]
     if counts.shape[0] == 0:
-        return math.nan
+        return None
     present = counts.sum(axis=0) > 0
     if int(present.sum()) < 2:
-        return math.nan
+        return None
     # Values seen only on unpairable units are dropped; for "ordinal" this keeps the rank
     # distances Krippendorff defines over pairable values only.
-    counts, domain = counts[:, present].astype(np.float64), domain[present]
+    return counts[:, present].astype(np.float64), domain[present], kept
+
+
+def _coincidences(counts: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """The coincidence matrix ``o_ck = sum_u (n_uc n_uk - [c = k] n_uc) / (m_u - 1)``."""
     per_unit = 1.0 / (counts.sum(axis=1) - 1.0)
-    coincidences = (counts * per_unit[:, None]).T @ counts - np.diag(per_unit @ counts)
+    return np.asarray((counts * per_unit[:, None]).T @ counts - np.diag(per_unit @ counts))
+
+
+def _alpha_of(
+    coincidences: npt.NDArray[np.float64], domain: npt.NDArray[np.float64], level: Level
+) -> float:
+    """Alpha from a coincidence matrix (Krippendorff 2011); NaN where ``D_e`` is 0."""
     n_c = coincidences.sum(axis=0)
     distance = _alpha_distances(domain, n_c, level)
     expected = float(n_c @ distance @ n_c)
     if expected == 0.0:
         return math.nan
     return 1.0 - (float(n_c.sum()) - 1.0) * float((coincidences * distance).sum()) / expected
+
+
+def krippendorff_alpha_interval(
+    units: npt.ArrayLike | Sequence[Any] | pd.Series,
+    values: npt.ArrayLike | Sequence[Any] | pd.Series,
+    level: Level,
+    clusters: npt.ArrayLike | pd.Series | None = None,
+    *,
+    rounds: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """Return Krippendorff's alpha with a bootstrap percentile interval over units or clusters.
+
+    The estimate is :func:`krippendorff_alpha_from_long` (Krippendorff 2011). The coincidence
+    matrix is a sum over units, ``o = sum_u o_u`` with ``o_u,ck = (n_uc n_uk - [c = k] n_uc) /
+    (m_u - 1)``, so a round draws clusters of units with replacement (:func:`cluster_sums`, the
+    cluster bootstrap of Efron & Tibshirani 1993) and computes alpha from the drawn clusters'
+    summed ``o`` (the ordinal distances from that round's marginals). ``clusters`` gives one id
+    per rating, the same for all ratings of a unit (for example the unit's prompt); without it
+    each pairable unit is drawn on its own (Hayes & Krippendorff 2007, "Answering the call for
+    a standard reliability measure for coding data", Commun. Methods Meas. 1(1):77-89, bootstrap
+    alpha by resampling units). Rounds whose sample has no expected disagreement are skipped.
+    ``clusters`` in the result counts the units or clusters drawn; NaN everywhere when alpha is.
+    """
+    estimate = krippendorff_alpha_from_long(units, values, level)
+    pairable = _pairable_counts(units, values, level)
+    if pairable is None:
+        return percentile_interval(
+            math.nan, np.full(rounds, math.nan), confidence=confidence, seed=seed, clusters=0
+        )
+    counts, domain, kept = pairable
+    v = counts.shape[1]
+    if clusters is None:
+        # Units with the same value counts are interchangeable: one row per distinct count.
+        distinct, multiplicity = np.unique(counts, axis=0, return_counts=True)
+        rows = _unit_coincidences(distinct)
+        drawn = len(counts)
+    else:
+        rows = _cluster_coincidences(units, values, clusters, counts, kept)
+        multiplicity, drawn = None, len(rows)
+    sums = cluster_sums(rows, rounds=rounds, seed=seed, multiplicity=multiplicity)
+    alphas = np.array([_alpha_of(o.reshape(v, v), domain, level) for o in sums])
+    return percentile_interval(estimate, alphas, confidence=confidence, seed=seed, clusters=drawn)
+
+
+def _unit_coincidences(counts: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Each unit's coincidence matrix ``o_u``, flattened: units x values²."""
+    per_unit = 1.0 / (counts.sum(axis=1) - 1.0)
+    outer = counts[:, :, None] * counts[:, None, :]
+    idx = np.arange(counts.shape[1])
+    outer[:, idx, idx] -= counts
+    return np.asarray((outer * per_unit[:, None, None]).reshape(counts.shape[0], -1))
+
+
+def _cluster_coincidences(
+    units: npt.ArrayLike | Sequence[Any] | pd.Series,
+    values: npt.ArrayLike | Sequence[Any] | pd.Series,
+    clusters: npt.ArrayLike | pd.Series,
+    counts: npt.NDArray[np.float64],
+    kept: npt.NDArray[np.intp],
+) -> npt.NDArray[np.float64]:
+    """The summed ``o_u`` of each cluster's pairable units: clusters x values²."""
+    unit_arr = units.to_numpy() if isinstance(units, pd.Series) else np.asarray(units)
+    cluster_arr = clusters.to_numpy() if isinstance(clusters, pd.Series) else np.asarray(clusters)
+    if cluster_arr.shape != unit_arr.shape:
+        raise ValueError("clusters must give one id per rating")
+    missing = np.asarray(pd.isna(pd.Series(values, copy=False)), dtype=bool)
+    if unit_arr.dtype.kind not in "iub":
+        unit_arr = unit_arr.astype(object)
+    unit_codes, _ = key_codes(pd.Series(unit_arr[~missing], copy=False))
+    cluster_codes, _ = pd.factorize(pd.Series(cluster_arr[~missing], copy=False), sort=True)
+    if (cluster_codes < 0).any():
+        raise ValueError("clusters must give every rating a cluster id (found a missing one)")
+    n_units = int(unit_codes.max()) + 1
+    low = np.full(n_units, np.iinfo(np.int64).max)
+    high = np.full(n_units, -1)
+    np.minimum.at(low, unit_codes, cluster_codes)
+    np.maximum.at(high, unit_codes, cluster_codes)
+    if (low[kept] != high[kept]).any():
+        raise ValueError("every rating of a unit must name the same cluster")
+    of_unit = low[kept]
+    order = np.argsort(of_unit, kind="stable")
+    starts = np.flatnonzero(np.r_[True, of_unit[order][1:] != of_unit[order][:-1]])
+    return np.add.reduceat(_unit_coincidences(counts[order]), starts, axis=0)
 
 
 def _alpha_distances(
@@ -212,6 +327,55 @@ def fleiss_kappa(counts: npt.ArrayLike) -> float:
     if math.isclose(p_e, 1.0):
         return math.nan
     return (p_bar - p_e) / (1.0 - p_e)
+
+
+def fleiss_kappa_interval(
+    counts: npt.ArrayLike,
+    clusters: npt.ArrayLike | None = None,
+    *,
+    rounds: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """Return Fleiss' kappa with a bootstrap percentile interval over subjects or clusters.
+
+    The estimate is :func:`fleiss_kappa` (Fleiss 1971) of the subjects x categories table
+    ``counts`` (the same number ``n`` of ratings per subject). It depends on the subjects only
+    through the sums ``N``, ``sum_i P_i`` and ``sum_i n_ij``, so a round draws clusters of
+    subjects with replacement (:func:`cluster_sums`; Efron & Tibshirani 1993, section 8.5) and
+    computes ``kappa = (P_bar - P_e) / (1 - P_e)`` from the drawn clusters' sums. ``clusters``
+    gives one id per subject (for example its prompt); without it each subject is drawn on its
+    own. Rounds where kappa is undefined (``P_e = 1``) are skipped; NaN everywhere when the
+    estimate is NaN. ``clusters`` in the result counts the subjects or clusters drawn.
+    """
+    estimate = fleiss_kappa(counts)
+    table = np.asarray(counts, dtype=np.float64)
+    if math.isnan(estimate):
+        return percentile_interval(
+            math.nan, np.full(rounds, math.nan), confidence=confidence, seed=seed, clusters=0
+        )
+    n = float(table[0].sum())
+    p_i = ((table**2).sum(axis=1) - n) / (n * (n - 1.0))
+    rows = np.column_stack([np.ones(len(table)), p_i, table])
+    if clusters is not None:
+        ids = np.asarray(clusters)
+        if ids.shape != (len(table),):
+            raise ValueError("clusters must give one id per subject")
+        codes, uniques = pd.factorize(pd.Series(ids, copy=False), sort=True)
+        if (codes < 0).any():
+            raise ValueError("clusters must give every subject a cluster id (found a missing one)")
+        summed = np.zeros((len(uniques), rows.shape[1]))
+        np.add.at(summed, codes, rows)
+        rows = summed
+    sums = cluster_sums(rows, rounds=rounds, seed=seed)
+    subjects = sums[:, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_bar = sums[:, 1] / subjects
+        p_e = ((sums[:, 2:] / (subjects[:, None] * n)) ** 2).sum(axis=1)
+        kappas = np.where(np.isclose(p_e, 1.0), math.nan, (p_bar - p_e) / (1.0 - p_e))
+    return percentile_interval(
+        estimate, kappas, confidence=confidence, seed=seed, clusters=rows.shape[0]
+    )
 
 
 def cohen_kappa(

@@ -167,3 +167,39 @@ def test_the_position_section_shows_gpt4s_share_of_inconsistent_verdicts(
     assert (marked["count"], marked["total"]) == (inconsistent, len(rows))
     assert round(100 * marked["share"], 1) == 15.7
     assert report["position_bias"]["human"].get("inconsistent") is None
+
+
+def test_reliability_table_names_the_units_fleiss_uses_and_shows_intervals(
+    db: None, tmp_path: Path
+) -> None:
+    """Fleiss' kappa needs equal vote counts: the table says how many units that leaves, and
+    the Fleiss and alpha intervals (bootstrap over prompts) are on the page."""
+    from leaderboard.report.agreement import SECTION
+    from leaderboard.report.base import RenderContext
+
+    mtbench_load("mt-bench", 1)
+    report, _ = report_for(tmp_path, "--turn=1", "--ci-rounds=200")
+    people = report["human_vs_human"]
+    fleiss = people["fleiss_kappa"]
+    # Experts at turn 1: 370 units with two or more votes, 256 of them with two (issue 11).
+    assert (fleiss["units"], fleiss["rated_units"], fleiss["votes_per_unit"]) == (256, 370, 2)
+    assert fleiss["ci"]["lower"] < fleiss["kappa"] < fleiss["ci"]["upper"]
+    assert (fleiss["ci"]["resample"], fleiss["ci"]["rounds"], fleiss["ci"]["drawn"]) == (
+        "prompt",
+        200,
+        80,
+    )
+    alpha = people["krippendorff_alpha"]
+    ci = alpha["nominal_preference_ci"]
+    assert ci["lower"] < alpha["nominal_preference"] < ci["upper"]
+    assert alpha["ordinal_likert"] is None and alpha["ordinal_likert_ci"] is None
+
+    result = SECTION.load(report)
+    tables = SECTION.tables(result, RenderContext(("human", MTBENCH_JUDGE_NAME), ""))
+    reliability = next(t for t in tables if t.name == "reliability")
+    rows = {row[1]: row for row in reliability.rows}
+    on = f"{fleiss['units']} of {fleiss['rated_units']} units with 2+ votes: those with"
+    assert rows["Fleiss' kappa"][5].startswith(on)
+    assert rows["Fleiss' kappa"][3:5] == (fleiss["ci"]["lower"], fleiss["ci"]["upper"])
+    assert rows["Krippendorff's alpha (nominal, preference)"][3] == ci["lower"]
+    assert "bootstrap over prompts, 200 rounds" in reliability.note
