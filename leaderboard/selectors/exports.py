@@ -70,13 +70,17 @@ EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 def study_export_queryset(*, study: Study, table: str) -> QuerySet[Any]:
-    """The rows of one export table of the study (pairs, judgments or calls), unordered."""
+    """The rows of one export table of the study (pairs, judgments or calls), unordered.
+
+    The judgments are those the report reads: a participant's judgments leave the export when
+    they are excluded (annotation's worker_exclude), as they leave every analysis.
+    """
     if table not in EXPORT_TABLES:
         raise ValueError(f"table must be one of {sorted(EXPORT_TABLES)}, not {table!r}")
     if table == "pairs":
         return Pair.objects.filter(study=study)
     if table == "judgments":
-        return HumanJudgment.objects.filter(study=study)
+        return HumanJudgment.objects.filter(study=study, excluded=False)
     return JudgeCall.objects.filter(run__study=study)
 
 

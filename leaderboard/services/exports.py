@@ -7,8 +7,9 @@ bounded whatever the study's size. The database does the encoding, cell by cell 
 - CSV: PostgreSQL's CSV with a header. Whole numbers stay whole (an empty cell when NULL, never
   ``2.0``), money keeps its exact decimal digits, flags read ``true``/``false``, times are ISO
   8601 in UTC, and text cells go through the formula neutraliser of :mod:`config.csvsafe`.
-- JSONL: one ``json_build_object`` per row (numbers as JSON numbers, money exact, NULL as null,
-  the cited values as a JSON array).
+- JSONL: the same CSV read by pyarrow into typed columns, each column turned into JSON text by
+  Arrow kernels and the columns joined into lines (numbers as JSON numbers, money exact, NULL as
+  null, the cited values as a JSON array; see `json_lines`).
 - Parquet: the same CSV read by pyarrow's streaming reader into typed columns (int64, float64,
   bool, ``decimal128`` for money, timestamps in UTC, strings) and written one row group per
   ``chunk_rows`` rows.
@@ -131,18 +132,28 @@ def _cell_sql(column: Column, alias: str, *, neutralise: bool) -> str:
     return alias
 
 
+# Tables whose rows are sorted by ``c0 + 0``, an order no index gives. Ordered by the primary
+# key, the planner walks its index and looks up each judgment's pair, prompt and worker one row
+# at a time (a nested loop); this way it hashes those tables, shares the work among parallel
+# workers and sorts at the end (in work_mem, spilling to disk beyond it): at 300k judgments a
+# JSONL or Parquet export took 0.72-0.75 of the time (benchmarks/bench_export.py). The calls (one
+# run and judge for many rows, wide raw outputs to sort) are faster walked in index order.
+_SORTED_AFTER_HASHING = frozenset({"judgments"})
+
+
 def _copy_sql(
     qs: QuerySet[Any], table: str, columns: tuple[Column, ...], *, neutralise: bool
 ) -> tuple[str, tuple[Any, ...]]:
     """The COPY statement that writes the rows as CSV, ordered by the table's id (the first
-    column: the planner reads the primary key's index), and its parameters."""
+    column), and its parameters."""
     paths = [path for path, _ in EXPORT_TABLES[table]]
     inner, params = qs.order_by().values_list(*paths).query.sql_with_params()
     aliases = [f"c{i}" for i in range(len(columns))]
     cells = ", ".join(
         _cell_sql(c, a, neutralise=neutralise) for c, a in zip(columns, aliases, strict=True)
     )
-    select = f"SELECT {cells} FROM ({inner}) AS t({', '.join(aliases)}) ORDER BY c0"
+    order = "c0 + 0" if table in _SORTED_AFTER_HASHING else "c0"
+    select = f"SELECT {cells} FROM ({inner}) AS t({', '.join(aliases)}) ORDER BY {order}"
     return f"COPY ({select}) TO STDOUT WITH (FORMAT csv)", tuple(params)
 
 
@@ -163,15 +174,52 @@ def _csv_options(schema: pa.Schema) -> dict[str, Any]:
     }
 
 
-# JSON escapes of the characters a JSON string may not hold raw (RFC 8259, section 7).
-_JSON_ESCAPES = [("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")] + [
-    (chr(code), f"\\u{code:04x}") for code in range(0x20) if chr(code) not in "\n\r\t"
-]
-_NEEDS_ESCAPE = "[" + "".join(f"\\x{ord(raw):02x}" for raw, _ in _JSON_ESCAPES) + "]"
+# JSON escapes of the bytes a JSON string may not hold raw (RFC 8259, section 7): a quote, a
+# backslash and the control characters U+0000-U+001F, which are single bytes in UTF-8.
+_JSON_ESCAPES: dict[int, str] = {
+    0x5C: "\\\\",
+    0x22: '\\"',
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+} | {code: f"\\u{code:04x}" for code in range(0x20) if code not in (0x0A, 0x0D, 0x09)}
 
 
-def _json_values(values: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
-    """Each value of a column as its JSON text ("null" when missing), column-wise in C++."""
+def _string_data(chunk: pa.Array) -> np.ndarray:
+    """The UTF-8 bytes of a string array's values, as a view (a sliced array's own values only;
+    a null holds no bytes)."""
+    if len(chunk) == 0 or chunk.buffers()[2] is None:
+        return np.empty(0, dtype=np.uint8)
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)
+    start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+    return np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[start:end]
+
+
+def _json_escaped(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string column with each character escaped as a JSON string needs it, without quotes.
+
+    A vectorised pass over the bytes finds which of the escaped characters occur (usually none:
+    names, ids, choices); only those are replaced, backslash first so that no escape is escaped
+    again.
+    """
+    found: set[int] = set()
+    for chunk in values.chunks:
+        data = _string_data(chunk)
+        for code in (0x5C, 0x22):
+            if code not in found and np.any(data == code):
+                found.add(code)
+        control = data[data < 0x20]
+        if control.size:
+            found.update(int(code) for code in np.unique(control))
+    for code in sorted(found, key=lambda b: b != 0x5C):
+        values = pc.replace_substring(values, chr(code), _JSON_ESCAPES[code])
+    return values
+
+
+def _json_values(values: pa.ChunkedArray, column: Column) -> tuple[pa.ChunkedArray, bool]:
+    """Each value of a column as its JSON text ("null" when missing), column-wise in C++, and
+    whether the line must put quotes around it (a string column without nulls: its quotes go
+    into the constant parts on either side, see `json_lines`)."""
     if column.kind in ("int", "decimal", "bool"):
         text = pc.cast(values, pa.string())
     elif column.kind == "float":
@@ -180,42 +228,38 @@ def _json_values(values: pa.ChunkedArray, column: Column) -> pa.ChunkedArray:
     elif column.kind == "json":
         text = values  # PostgreSQL's own JSON text
     else:
-        text = values
-        # Most columns (names, ids, choices) need no escape: one pass finds out.
-        if pc.any(pc.match_substring_regex(text, _NEEDS_ESCAPE)).as_py():
-            for raw, escaped in _JSON_ESCAPES:
-                if pc.any(pc.match_substring(text, raw)).as_py():
-                    text = pc.replace_substring(text, raw, escaped)
+        text = _json_escaped(values)
+        if text.null_count == 0:
+            return text, True
         text = pc.binary_join_element_wise('"', text, '"', "")
-    return pc.fill_null(text, "null")
+    return pc.fill_null(text, "null"), False
 
 
 def json_lines(table: pa.Table, columns: tuple[Column, ...]) -> bytes:
     """The rows of `table` as JSON objects, one a line, keys in column order (time and JSON
-    columns hold their text as PostgreSQL wrote it)."""
+    columns hold their text as PostgreSQL wrote it), as UTF-8 bytes.
+
+    Each line is one join of the constant parts (braces, keys, and the quotes of string columns
+    without nulls) with every column's text for that row.
+    """
     if table.num_rows == 0:
         return b""
     parts: list[Any] = []
+    pending = "{"
     for index, column in enumerate(columns):
-        key = json.dumps(column.name)
-        parts += [
-            ("{" if index == 0 else ",") + key + ":",
-            _json_values(table.column(index), column),
-        ]
-    lines = pc.binary_join_element_wise(*parts, "}\n", "")
+        text, quoted = _json_values(table.column(index), column)
+        pending += ("" if index == 0 else ",") + json.dumps(column.name) + ":"
+        if quoted:
+            pending += '"'
+        parts += [pending, text]
+        pending = '"' if quoted else ""
+    lines = pc.binary_join_element_wise(*parts, pending + "}\n", "")
     return _string_bytes(lines)
 
 
 def _string_bytes(strings: pa.ChunkedArray) -> bytes:
-    """The concatenated UTF-8 bytes of a string column without NULLs."""
-    out = []
-    for chunk in strings.chunks:
-        if not len(chunk):
-            continue
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)
-        start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
-        out.append(chunk.buffers()[2].slice(start, end - start).to_pybytes())
-    return b"".join(out)
+    """The concatenated UTF-8 bytes of a string column without NULLs (copied once)."""
+    return b"".join(_string_data(chunk).data for chunk in strings.chunks)
 
 
 @dataclass
@@ -250,6 +294,7 @@ class ExportStream:
                 pending: list[bytes] = []
                 size = 0
                 for data in copy:
+                    # Copied at once: holding psycopg's views until the join costs 3x the CPU.
                     pending.append(bytes(data))
                     size += len(data)
                     if size >= STREAM_CHUNK_BYTES:

@@ -16,10 +16,12 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import HumanJudgment, Study
+from annotation.services.workers import worker_exclude
 from config.csvsafe import csv_cell, csv_cell_sql
 from judges.models import JudgeCall
+from leaderboard.selectors.exports import study_export_count
 from leaderboard.services import exports
-from leaderboard.services.exports import study_export, study_export_stream
+from leaderboard.services.exports import Column, json_lines, study_export, study_export_stream
 from tests.conftest import Cast
 
 HOSTILE = ['=HYPERLINK("http://x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
@@ -147,3 +149,62 @@ def test_the_databases_neutraliser_agrees_with_csvsafe_cell_by_cell() -> None:
         for cell in cells:
             cursor.execute(f"SELECT {csv_cell_sql('%s')}", [cell] * 4)
             assert cursor.fetchone()[0] == csv_cell(cell), repr(cell)
+
+
+def exported_ids(study: Study, fmt: str) -> list[int]:
+    """The judgment ids of the study's judgments export in one format, as read back."""
+    data = study_export(study=study, table="judgments", fmt=fmt)
+    if fmt == "csv":
+        return [int(row["judgment_id"]) for row in csv.DictReader(io.StringIO(data.decode()))]
+    if fmt == "jsonl":
+        return [json.loads(line)["judgment_id"] for line in data.decode().splitlines()]
+    return pq.read_table(io.BytesIO(data)).column("judgment_id").to_pylist()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_an_excluded_participants_judgments_leave_the_export_as_they_leave_the_report(
+    export_study: Study, fmt: str
+) -> None:
+    judgments = list(HumanJudgment.objects.filter(study=export_study).order_by("pk"))
+    excluded = judgments[0].worker
+    kept = [j.pk for j in judgments if j.worker_id != excluded.pk]
+    assert 0 < len(kept) < len(judgments)
+    assert exported_ids(export_study, fmt) == [j.pk for j in judgments]
+
+    worker_exclude(worker=excluded, reason="Fabricated participant")
+
+    assert exported_ids(export_study, fmt) == kept
+    assert study_export_count(study=export_study, table="judgments") == len(kept)
+    # The same rows as the report's votes read (leaderboard.selectors.frames).
+    analysed = HumanJudgment.objects.filter(study=export_study, excluded=False)
+    assert sorted(analysed.values_list("pk", flat=True)) == kept
+
+
+def test_json_lines_agree_with_json_dumps_for_every_ascii_character_and_missing_text() -> None:
+    """Every character from U+0000 to U+007F (and a few beyond) in a text column with a NULL
+    and in one without: each line reads back as the row it was written from."""
+    texts = [chr(code) for code in range(0x80)] + ['\\"\\n', "ünï 中文 \u2028 🙂", ""]
+    columns = (
+        Column("id", "int"),
+        Column("text", "text"),
+        Column("maybe", "text"),
+        Column("score", "float"),
+        Column("flag", "bool"),
+    )
+    rows = [
+        {
+            "id": index,
+            "text": text,
+            "maybe": None if index % 3 == 0 else text,
+            "score": [0.5, float("inf"), None][index % 3],
+            "flag": [True, False, None][index % 3],
+        }
+        for index, text in enumerate(texts)
+    ]
+    table = pa.table(
+        {c.name: pa.array([r[c.name] for r in rows], type=c.arrow_type()) for c in columns}
+    )
+    lines = json_lines(table, columns).decode().split("\n")
+    assert lines.pop() == ""
+    expected = [r | {"score": None if r["score"] == float("inf") else r["score"]} for r in rows]
+    assert [json.loads(line) for line in lines] == expected
