@@ -172,11 +172,21 @@ def export_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
         if quick
         else ["--judgments", "300000", "--calls", "300000"]
     )
-    code, out = _run([PY, "benchmarks/bench_export.py", "--json", str(path), *sizes], timeout, env)
+    args = [PY, "benchmarks/bench_export.py", "--json", str(path), "--command", *sizes]
+    code, out = _run(args, timeout, env)
     if not path.exists() or not path.read_text():
         return [Row("exports", f"failed (rc {code}): {_last_line(out)}")]
     rows = []
     for r in json.loads(path.read_text()):
+        if r.get("via") == "export_study":
+            rows.append(
+                Row(
+                    f"export_study {r['table']} {r['format']}, {r['rows']:,} rows",
+                    f"{r['process_mb']:.0f} MB peak resident, {r['seconds']:.2f} s",
+                    f"{r['idle_process_mb']:.0f} MB for Django alone",
+                )
+            )
+            continue
         base = (
             f"{r['baseline_seconds']:.2f} s, {r['baseline_peak_mb']:.0f} MB in memory"
             if "baseline_seconds" in r
