@@ -119,6 +119,25 @@ def test_an_export_is_handed_on_in_chunks_of_whole_rows(
     assert all(chunk.endswith(b"\n") for chunk in chunks)
 
 
+def test_jsonl_and_parquet_are_encoded_chunk_by_chunk(
+    export_study: Study, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one row per COPY chunk, JSONL hands on one line per chunk and Parquet one row group
+    per `chunk_rows` rows: neither waits for the whole table before writing."""
+    whole_jsonl = study_export(study=export_study, table="judgments", fmt="jsonl")
+    monkeypatch.setattr(exports, "STREAM_CHUNK_BYTES", 1)
+    rows = HumanJudgment.objects.filter(study=export_study).count()
+
+    jsonl = list(study_export_stream(study=export_study, table="judgments", fmt="jsonl"))
+    assert len(jsonl) == rows and all(chunk.count(b"\n") == 1 for chunk in jsonl)
+    assert b"".join(jsonl) == whole_jsonl
+
+    stream = study_export_stream(study=export_study, table="judgments", fmt="parquet", chunk_rows=1)
+    parquet = list(stream)
+    assert len(parquet) == rows + 1  # a row group after each row, then the footer
+    assert pq.ParquetFile(io.BytesIO(b"".join(parquet))).metadata.num_row_groups == rows
+
+
 def test_an_unknown_table_or_format_is_refused_by_name(export_study: Study) -> None:
     with pytest.raises(ValueError, match="'secrets'"):
         study_export_stream(study=export_study, table="secrets", fmt="csv")
