@@ -60,6 +60,7 @@ pytest: $(STAMP) services browser
 	$(TEST) $(BIN)/pytest
 
 ## bench: every performance figure in one table beside its baseline (not part of `make test`).
-## QUICK=1 for small sizes on a shared machine. Loopback PostgreSQL and Redis, as for the tests.
+## QUICK=1 for small sizes on a shared machine; NO_INSTALL=1 skips Label Studio unless already
+## installed in var/label-studio-venv. Loopback PostgreSQL and Redis, as for the tests.
 bench: $(STAMP) services
-	$(TEST) $(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,)
+	$(TEST) $(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,) $(if $(NO_INSTALL),--no-install,)

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ class LoadResult:
             "next_p95_ms": percentile(self.next_ms, 95),
             "next_p99_ms": percentile(self.next_ms, 99),
             "submit_p50_ms": percentile(self.submit_ms, 50),
+            "submit_p95_ms": percentile(self.submit_ms, 95),
             "submit_p99_ms": percentile(self.submit_ms, 99),
             "cycle_p50_ms": percentile(cycle, 50),
             "cycle_p99_ms": percentile(cycle, 99),
@@ -114,52 +116,51 @@ def make_annotators(study: Any, count: int, tag: str) -> list[tuple[str, str]]:
     return out
 
 
-def _failed(result: LoadResult, what: str, response: Any, expected: int) -> bool:
-    """Count a response that is not `expected` as an error (the first one is printed)."""
-    if response.status_code == expected:
-        return False
-    result.errors += 1
-    if result.errors == 1:
-        print(f"  first error: {what} {response.status_code} {response.text[:200]}")
-    return True
+class RequestFailed(Exception):
+    """A next or submit request that was not answered as it should be (counted as an error)."""
 
 
-async def _annotate(
+async def annotator_loop(
     client: Any,
-    slug: str,
+    next_item: Callable[[Any], Awaitable[Any | None]],
+    submit: Callable[[Any, Any], Awaitable[None]],
     deadline: float,
     budget: list[int],
     result: LoadResult,
 ) -> None:
-    """One annotator: next, then submit with a random score, until the deadline or the budget."""
+    """One annotator: `next_item` (None when nothing is left), then `submit` it, until the
+    deadline passes, the shared cycle budget is spent or the work runs out. Only whole cycles
+    count; a failed request is an error (the first one is printed) and the loop goes on."""
     while time.monotonic() < deadline and budget[0] > 0:
         budget[0] -= 1
         began = time.perf_counter()
-        response = await client.post(f"/work/{slug}/api/next/")
-        after_next = time.perf_counter()
-        if _failed(result, "next", response, 200):
+        try:
+            item = await next_item(client)
+            after_next = time.perf_counter()
+            if item is None:
+                result.exhausted += 1
+                return
+            await submit(client, item)
+        except RequestFailed as exc:
+            result.errors += 1
+            if result.errors == 1:
+                print(f"  first error: {exc}")
             continue
-        body = response.json()
-        if body["status"] != "item":
-            result.exhausted += 1
-            return
-        item = body["item"]["id"]
-        submitted = await client.post(
-            f"/work/{slug}/api/items/{item}/submit/",
-            json={"submission_id": str(uuid.uuid4()), "likert": random.randint(1, 8)},
-        )
         done = time.perf_counter()
-        if _failed(result, "submit", submitted, 201):
-            continue
         result.cycles += 1
         result.next_ms.append((after_next - began) * 1000)
         result.submit_ms.append((done - after_next) * 1000)
 
 
-def run_load(
-    base: str, slug: str, sessions: list[tuple[str, str]], seconds: float, max_cycles: int
+def run_annotators(
+    clients: list[dict[str, Any]],
+    next_item: Callable[[Any], Awaitable[Any | None]],
+    submit: Callable[[Any, Any], Awaitable[None]],
+    seconds: float,
+    max_cycles: int,
 ) -> LoadResult:
-    """Every annotator loops next + submit at once until the time or the cycles are spent.
+    """Every annotator (one httpx client made from each dict of keyword arguments) loops at once
+    until the time or the cycles are spent.
 
     The clients are built before the clock starts, sharing one TLS context: each httpx client
     would otherwise load the CA bundle (about 30 ms of CPU), which at 200 annotators blocked the
@@ -169,34 +170,57 @@ def run_load(
 
     import httpx
 
-    result = LoadResult(annotators=len(sessions), seconds=0.0, cycles=0, errors=0)
+    result = LoadResult(annotators=len(clients), seconds=0.0, cycles=0, errors=0)
     budget = [max_cycles]
     context = ssl.create_default_context()
 
     async def main() -> None:
-        clients = [
-            httpx.AsyncClient(
-                base_url=base,
-                cookies={"sessionid": key, "csrftoken": csrf},
-                headers={"X-CSRFToken": csrf},
-                timeout=60,
-                verify=context,
-            )
-            for key, csrf in sessions
-        ]
+        made = [httpx.AsyncClient(timeout=60, verify=context, **kwargs) for kwargs in clients]
         began = time.perf_counter()
         deadline = time.monotonic() + seconds
         try:
             await asyncio.gather(
-                *(_annotate(client, slug, deadline, budget, result) for client in clients)
+                *(annotator_loop(c, next_item, submit, deadline, budget, result) for c in made)
             )
         finally:
             result.seconds = time.perf_counter() - began
-            for client in clients:
+            for client in made:
                 await client.aclose()
 
     asyncio.run(main())
     return result
+
+
+def run_load(
+    base: str, slug: str, sessions: list[tuple[str, str]], seconds: float, max_cycles: int
+) -> LoadResult:
+    """Concord's annotators: POST /work/<slug>/api/next/, then .../items/<id>/submit/ with a
+    random Likert score."""
+
+    async def next_item(client: Any) -> Any | None:
+        response = await client.post(f"/work/{slug}/api/next/")
+        if response.status_code != 200:
+            raise RequestFailed(f"next {response.status_code} {response.text[:200]}")
+        body = response.json()
+        return body["item"]["id"] if body["status"] == "item" else None
+
+    async def submit(client: Any, item: Any) -> None:
+        response = await client.post(
+            f"/work/{slug}/api/items/{item}/submit/",
+            json={"submission_id": str(uuid.uuid4()), "likert": random.randint(1, 8)},
+        )
+        if response.status_code != 201:
+            raise RequestFailed(f"submit {response.status_code} {response.text[:200]}")
+
+    clients = [
+        {
+            "base_url": base,
+            "cookies": {"sessionid": key, "csrftoken": csrf},
+            "headers": {"X-CSRFToken": csrf},
+        }
+        for key, csrf in sessions
+    ]
+    return run_annotators(clients, next_item, submit, seconds, max_cycles)
 
 
 def invariants(study: Any) -> dict[str, int]:
@@ -244,33 +268,23 @@ def invariants(study: Any) -> dict[str, int]:
     }
 
 
-class Server:
-    """gunicorn as the web container runs it, on a free loopback port."""
+class GunicornProcess:
+    """A gunicorn that a benchmark starts on a free loopback port: its ready check and its stop."""
 
-    def __init__(self, *, workers: int, conn_max_age: int, log: Path) -> None:
+    ready_path = "/readyz"
+    process: subprocess.Popen[bytes]
+
+    def __init__(self, log: Path) -> None:
         from tests.config.django_process import free_port
 
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)
-        env.update(
-            DJANGO_SETTINGS_MODULE="config.settings.production",
-            DJANGO_DEBUG="false",
-            ALLOWED_HOSTS="127.0.0.1",
-            SECURE_SSL_REDIRECT="false",
-            SECURE_COOKIES="false",
-            SECURE_HSTS_SECONDS="0",
-            DATABASE_CONN_MAX_AGE=str(conn_max_age),
-            GUNICORN_BIND=f"127.0.0.1:{self.port}",
-            GUNICORN_WORKERS=str(workers),
-            GUNICORN_ACCESS_LOG="",
-        )
         self.log = log.open("w")
+
+    def start(self, command: list[str], *, env: dict[str, str], cwd: Path | None = None) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--config", "docker/gunicorn.conf.py",
-             "config.wsgi:application"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            command, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def wait(self, timeout: float = 90) -> None:
         import httpx
@@ -280,7 +294,7 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited; see {self.log.name}")
             try:
-                if httpx.get(self.base + "/readyz", timeout=2).status_code == 200:
+                if httpx.get(self.base + self.ready_path, timeout=5).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
@@ -294,6 +308,31 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+
+
+class Server(GunicornProcess):
+    """gunicorn as the web container runs it, on a free loopback port."""
+
+    def __init__(self, *, workers: int, conn_max_age: int, log: Path) -> None:
+        super().__init__(log)
+        env = dict(os.environ)
+        env.update(
+            DJANGO_SETTINGS_MODULE="config.settings.production",
+            DJANGO_DEBUG="false",
+            ALLOWED_HOSTS="127.0.0.1",
+            SECURE_SSL_REDIRECT="false",
+            SECURE_COOKIES="false",
+            SECURE_HSTS_SECONDS="0",
+            DATABASE_CONN_MAX_AGE=str(conn_max_age),
+            GUNICORN_BIND=f"127.0.0.1:{self.port}",
+            GUNICORN_WORKERS=str(workers),
+            GUNICORN_ACCESS_LOG="",
+        )
+        self.start(
+            [sys.executable, "-m", "gunicorn", "--config", "docker/gunicorn.conf.py",
+             "config.wsgi:application"],
+            env=env, cwd=ROOT,
+        )  # fmt: skip
 
 
 def measure(
