@@ -334,6 +334,19 @@ def export_concord(judgments: int) -> list[tuple[str, float, int]]:
     return out
 
 
+def combined(runs: list[LoadResult]) -> LoadResult:
+    """Several windows of the same side as one: their cycles, time, errors and latencies."""
+    out = LoadResult(annotators=runs[0].annotators, seconds=0.0, cycles=0, errors=0)
+    for r in runs:
+        out.seconds += r.seconds
+        out.cycles += r.cycles
+        out.errors += r.errors
+        out.exhausted += r.exhausted
+        out.next_ms += r.next_ms
+        out.submit_ms += r.submit_ms
+    return out
+
+
 def load_text(s: dict[str, Any]) -> str:
     inv = s["invariants"]
     bad = inv["pairs_over_overlap"] + inv["worker_twice_on_a_pair"]
@@ -356,6 +369,9 @@ def main() -> int:
     parser.add_argument("--annotators", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0, help="the window of each loop")
     parser.add_argument("--max-cycles", type=int, default=100_000)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="windows of each, alternating Concord, LS, ..."
+    )
     parser.add_argument("--server-workers", type=int, default=4)
     parser.add_argument("--sampling", choices=sorted(SAMPLING), default="sequential")
     parser.add_argument("--import-batch", type=int, default=10_000, help="tasks per import")
@@ -427,19 +443,37 @@ def main() -> int:
         )
 
         loads = [os.getloadavg()[0]]
-        ours = measure(
-            study, args.annotators, seconds=args.seconds, max_cycles=args.max_cycles,
-            server_workers=args.server_workers, conn_max_age=int(
-                os.environ.get("DATABASE_CONN_MAX_AGE", "600")),
-            tag="ls-compare", log=logs / "gunicorn-ls-compare.log",
-        )  # fmt: skip
-        loads.append(os.getloadavg()[0])
-        # Warm each of Label Studio's workers as measure() warms Concord's.
-        run_label_studio(server.base, project, made["annotators"][:1], 1.0, args.server_workers)
-        theirs = run_label_studio(
-            server.base, project, made["annotators"], args.seconds, args.max_cycles
-        )
-        loads.append(os.getloadavg()[0])
+        ours_runs, theirs_runs = [], []
+        # Rounds alternate the two, so that a change in the machine's load falls on both.
+        for index in range(args.rounds):
+            ours_runs.append(
+                measure(
+                    study,
+                    args.annotators,
+                    seconds=args.seconds,
+                    max_cycles=args.max_cycles,
+                    server_workers=args.server_workers,
+                    conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "600")),
+                    tag=f"ls-compare-{index}",
+                    log=logs / f"gunicorn-ls-compare-{index}.log",
+                )  # fmt: skip
+            )
+            loads.append(os.getloadavg()[0])
+            # Warm each of Label Studio's workers as measure() warms Concord's.
+            run_label_studio(server.base, project, made["annotators"][:1], 1.0, args.server_workers)
+            theirs_runs.append(
+                run_label_studio(
+                    server.base, project, made["annotators"], args.seconds, args.max_cycles
+                )
+            )
+            loads.append(os.getloadavg()[0])
+            print(
+                f"round {index + 1}: Concord {ours_runs[-1].per_second:.2f} cycles/s, Label "
+                f"Studio {theirs_runs[-1].per_second:.2f}, load average {loads[-1]:.1f}",
+                flush=True,
+            )
+        ours, theirs = combined(ours_runs), combined(theirs_runs)
+        ours.invariants = ours_runs[-1].invariants
         with psycopg.connect(ls_url) as conn:
             theirs.invariants = label_studio_invariants(conn, project, 3)
         a, b = ours.summary(), theirs.summary()
@@ -447,7 +481,7 @@ def main() -> int:
         print("Label Studio: " + load_text(b))
         emit(
             f"vs Label Studio {VERSION}: {args.annotators} annotators next+submit, "
-            f"{args.tasks:,} tasks, overlap 3, {args.seconds:.0f} s each",
+            f"{args.tasks:,} tasks, overlap 3, {args.rounds} x {args.seconds:.0f} s each",
             load_text(a),
             load_text(b),
             f"{a['cycles_per_s'] / b['cycles_per_s']:.1f}x the cycles/s"
@@ -455,7 +489,7 @@ def main() -> int:
             else "",
         )
         emit(
-            "vs Label Studio: load average during the two windows",
+            "vs Label Studio: load average before and after each window (Concord, LS, ...)",
             " -> ".join(f"{x:.1f}" for x in loads),
         )
 

@@ -11,7 +11,7 @@ commands, each printing one JSON line on stdout:
     fill --project ID --per-task K
                               K annotations on every task of the project, each by a different
                               annotator, written with bulk_create and the task counters set as
-                              Label Studio's own counter update sets them (for the export
+                              Label Studio's counter update computes them (for the export
                               benchmark, so that both sides export the same number of rows)
 
 Nothing here goes through the network; the HTTP side (project, import, next, submit, export) is
@@ -118,8 +118,23 @@ def fill(project_id: int, per_task: int, result: list[dict[str, Any]]) -> dict[s
             batch = []
     Annotation.objects.bulk_create(batch)
     written += len(batch)
-    # The counters the annotation signals keep for one annotation at a time.
-    project.update_tasks_counters_and_is_labeled(Task.objects.filter(project=project))
+    # The counters Label Studio's signals keep one annotation at a time, set as its
+    # update_tasks_counters computes them (annotations not cancelled / cancelled; labeled once
+    # the task has its overlap), in one statement: its own pass takes minutes on 100k tasks.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE task SET total_annotations = c.done, cancelled_annotations = c.cancelled,
+                            is_labeled = c.done >= task.overlap
+            FROM (SELECT task_id, count(*) FILTER (WHERE NOT was_cancelled) AS done,
+                         count(*) FILTER (WHERE was_cancelled) AS cancelled
+                  FROM task_completion WHERE project_id = %s GROUP BY task_id) c
+            WHERE task.id = c.task_id
+            """,
+            [project.pk],
+        )
     return {"written": written, "tasks": len(ids), "fill_s": time.perf_counter() - began}
 
 

@@ -369,7 +369,7 @@ def label_studio_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[
     sizes = (
         ["--tasks", "10000", "--seconds", "15"]
         if quick
-        else ["--tasks", "100000", "--seconds", "30"]
+        else ["--tasks", "100000", "--seconds", "30", "--rounds", "2"]
     )
     extra = ["--no-install"] if env.get("BENCH_NO_INSTALL") else []
     script = "benchmarks/bench_label_studio.py"
