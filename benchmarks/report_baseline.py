@@ -34,8 +34,8 @@ from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
 from leaderboard.stats.bias import flip_rate, position_bias
 from leaderboard.stats.correlation import correlation
 from leaderboard.stats.likert import preference_sign
-from leaderboard.stats.majority import people_majority
-from leaderboard.stats.pairwise import LABELS, AgreementInterval, Level
+from leaderboard.stats.majority import LABELS, people_majority
+from leaderboard.stats.pairwise import AgreementInterval, Level
 from leaderboard.stats.proportion import wilson_interval
 
 _COLUMNS = ["key", "agree_s1", "total_s1", "agree_s2", "total_s2"]

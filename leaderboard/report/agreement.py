@@ -19,7 +19,6 @@ import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.report.base import (
-    LABELS,
     RenderContext,
     ReportData,
     ReportParams,
@@ -37,6 +36,7 @@ from leaderboard.stats.agreement import (
     krippendorff_alpha_interval,
 )
 from leaderboard.stats.bootstrap import BootstrapInterval
+from leaderboard.stats.majority import LABELS
 from leaderboard.stats.pairwise import (
     AgreementCount,
     bootstrap_agreement_ci,

@@ -29,7 +29,6 @@ from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
 
 HUMAN = "human"
-LABELS = ("A", "B", "tie")
 R = TypeVar("R")
 
 

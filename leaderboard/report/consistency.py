@@ -1,24 +1,423 @@
 """Consistency: does a source recognise which answer belongs to which instruction (Contrast
 Instructions, Shen et al. 2023), and are its verdicts stable under swapping and chaining?
 
-The numbers come from `leaderboard.services.consistency` (computed from the report's frames and
-the contrast inputs read with the extras); see docs/consistency.md for every definition.
+`consistency_compute` works on the report's frames and the contrast inputs
+(`leaderboard.selectors.contrast`, read with the extras), through `leaderboard.stats.consistency`:
+
+- C_res for people and for every pairwise judge on the contrast items (each vote or call);
+- swap invariance of every judge from its calls in both orders on the regular pairs;
+- the share of intransitive triples for every judge (its verdict per pair, orders combined as
+  the report does: agreeing orders give their verdict, disagreeing orders a tie) and for the
+  people's majority;
+- the contrast items each source got wrong, with both instructions and both answers;
+- for score judges (PL models), C_res and C_ins from the four scores h(I_i, r_j) of each
+  contrast pair, with and without RewardFusion, and their agreement with people.
+
+See docs/consistency.md for every definition.
 """
 
 from __future__ import annotations
 
-from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
-from leaderboard.services.consistency import (
-    MISS_COLUMNS,
-    TABLE_COLUMNS,
-    ConsistencyResult,
-    SourceInfo,
-    consistency_compute,
-    consistency_miss_rows,
-    consistency_plot_svg,
-    consistency_table_note,
-    consistency_table_rows,
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from judges.models import Judge
+from leaderboard.plots import Series, bar_chart_svg
+from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
+from leaderboard.selectors.contrast import (
+    ContrastInputs,
+    ContrastItemText,
+    ScoreJudgeConsistency,
 )
+from leaderboard.stats.consistency import (
+    DEFAULT_FUSION_DELTA,
+    RANDOM_CONTRAST_RATE,
+    RANDOM_INTRANSITIVE_RATE,
+    ConsistencyRate,
+    Intransitivity,
+    ScoreConsistency,
+    SwapInvariance,
+    choice_consistency,
+    intransitive_triples,
+    score_agreement,
+    swap_invariance,
+)
+from leaderboard.stats.mtbench import judge_votes_combine
+from leaderboard.stats.proportion import Proportion
+
+ORDER_INVARIANT_KINDS = frozenset({Judge.Kind.PL, Judge.Kind.LONGER})
+"""Judges whose verdict cannot depend on the order shown: a score model scores each answer alone,
+and "prefer the longer answer" compares lengths."""
+MISSES_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class ContrastMiss:
+    """A contrast item a source answered wrongly: its verdict (canonical A, B or tie) and, of the
+    two answers, the one that belongs is ``expected``."""
+
+    source: str
+    verdict: str
+    item: ContrastItemText
+
+
+@dataclass(frozen=True)
+class ConsistencyRow:
+    """One source's consistency: people (``kind`` "people") or a judge (its kind)."""
+
+    source: str
+    kind: str
+    c_res: ConsistencyRate | None
+    c_ins: ConsistencyRate | None
+    swap: SwapInvariance | None
+    transitivity: Intransitivity | None
+    fused: ScoreConsistency | None = None
+    # Score judges: agreement of their verdicts with each person's vote (ties a class), plain
+    # and after RewardFusion.
+    agreement: Proportion | None = None
+    agreement_fused: Proportion | None = None
+
+
+@dataclass(frozen=True)
+class ConsistencyResult:
+    """The section's result: the contrast set used, one row per source, the wrong answers."""
+
+    contrast_seed: int | None
+    contrast_window: tuple[float, float] | None
+    contrast_best: str
+    contrast_system: str
+    contrast_pairs: int
+    contrast_items: int
+    message: str
+    rows: tuple[ConsistencyRow, ...]
+    misses: tuple[ContrastMiss, ...]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A judge source as this section needs it: its name, run and kind."""
+
+    name: str
+    run_id: int
+    kind: str
+    order_invariant: bool = False
+
+
+def _choice_rate(
+    frame: pd.DataFrame, contrast: ContrastInputs, source: str, confidence: float
+) -> tuple[ConsistencyRate | None, list[ContrastMiss]]:
+    """C_res of the verdicts in `frame` (pair_id, label) on contrast items, and the misses."""
+    on_items = frame[frame["pair_id"].isin(list(contrast.items))]
+    if on_items.empty:
+        return None, []
+    expected = [contrast.items[int(p)].expected for p in on_items["pair_id"]]
+    labels = on_items["label"].astype(str).tolist()
+    rate = choice_consistency(labels, expected, confidence=confidence)
+    misses = [
+        ContrastMiss(source, label, contrast.items[int(pair_id)])
+        for pair_id, label, want in zip(on_items["pair_id"], labels, expected, strict=True)
+        if label != want
+    ]
+    return rate, misses[:MISSES_SHOWN]
+
+
+def _pair_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
+    """One verdict per pair from a run's calls (pair_id, label), as the report combines orders:
+    agreeing orders give their verdict, disagreeing ones a tie, one order its own."""
+    return judge_votes_combine(calls)[["pair_id", "label"]]
+
+
+def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> Intransitivity:
+    joined = verdicts.merge(pairs, on="pair_id", how="inner")
+    frame = pd.DataFrame(
+        {
+            "group": list(zip(joined["prompt_id"], joined["turn"], strict=True)),
+            "first": joined["answer_a"].to_numpy(),
+            "second": joined["answer_b"].to_numpy(),
+            "label": joined["label"].astype(str).to_numpy(),
+        }
+    )
+    return intransitive_triples(frame, confidence=confidence)
+
+
+def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInvariance:
+    if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
+        return swap_invariance([], [], order_invariant=True)
+    by_order = [
+        calls.loc[calls["order"] == order, ["pair_id", "label"]].drop_duplicates("pair_id")
+        for order in ("ab", "ba")
+    ]
+    both = by_order[0].merge(by_order[1], on="pair_id", suffixes=("_ab", "_ba"))
+    return swap_invariance(
+        both["label_ab"].to_numpy(dtype=object),
+        both["label_ba"].to_numpy(dtype=object),
+        confidence=confidence,
+    )
+
+
+def consistency_compute(
+    *,
+    pairs: pd.DataFrame,
+    calls: pd.DataFrame,
+    majority: pd.Series,
+    human: pd.DataFrame | None = None,
+    sources: Sequence[SourceInfo],
+    contrast: ContrastInputs,
+    scores: Mapping[int, ScoreJudgeConsistency] | None = None,
+    confidence: float = 0.95,
+) -> ConsistencyResult:
+    """Compute the section from the report's frames and the contrast inputs.
+
+    pairs: pair_id, prompt_id, turn, answer_a, answer_b; calls: pair_id, run_id, order
+    ("ab"/"ba"), label (canonical), likert (one row per done call, as the vote frames carry
+    them); majority: the people's majority label per pair_id; human: pair_id, label (each
+    person's vote on the regular pairs, for a score judge's agreement with people with and
+    without RewardFusion). C_res comes from the votes on contrast items carried by `contrast`;
+    swap invariance and transitivity from the other pairs (contrast items in `pairs`, `calls` or
+    `majority` are left out). scores: a score judge's C_res and C_ins by run id
+    (`leaderboard.selectors.contrast.score_consistency_read`); such a judge's C_res comes from
+    its four scores, not from its verdicts on contrast items (whose Likert bins have a tie band).
+    """
+    scores = scores or {}
+    items = list(contrast.items)
+    regular = pairs[~pairs["pair_id"].isin(items)][
+        ["pair_id", "prompt_id", "turn", "answer_a", "answer_b"]
+    ]
+    rows: list[ConsistencyRow] = []
+    misses: list[ContrastMiss] = []
+
+    c_res, missed = _choice_rate(contrast.human, contrast, HUMAN, confidence)
+    majority_frame = pd.DataFrame(
+        {"pair_id": majority.index.to_numpy(), "label": majority.to_numpy(dtype=object)}
+    )
+    majority_regular = majority_frame[~majority_frame["pair_id"].isin(items)]
+    rows.append(
+        ConsistencyRow(
+            source=HUMAN,
+            kind="people",
+            c_res=c_res,
+            c_ins=None,
+            swap=None,
+            transitivity=_triples(majority_regular, regular, confidence),
+        )
+    )
+    misses += missed
+    for source in sources:
+        run_calls = calls[calls["run_id"] == source.run_id]
+        on_regular = run_calls[~run_calls["pair_id"].isin(items)]
+        scored = scores.get(source.run_id)
+        c_ins: ConsistencyRate | None = None
+        if scored is not None:
+            c_res, c_ins, missed = scored.plain.c_res, scored.plain.c_ins, []
+        else:
+            item_calls = contrast.calls[contrast.calls["run_id"] == source.run_id]
+            c_res, missed = _choice_rate(
+                item_calls[["pair_id", "label"]], contrast, source.name, confidence
+            )
+        rows.append(
+            ConsistencyRow(
+                source=source.name,
+                kind=source.kind,
+                c_res=c_res,
+                c_ins=c_ins,
+                swap=_swap(on_regular, source, confidence),
+                transitivity=_triples(_pair_verdicts(on_regular), regular, confidence),
+                fused=scored.fused if scored is not None else None,
+                agreement=score_agreement(
+                    scored.answer_scores, regular, human, confidence=confidence
+                )
+                if scored is not None and human is not None
+                else None,
+                agreement_fused=score_agreement(
+                    scored.fused_answer_scores, regular, human, confidence=confidence
+                )
+                if scored is not None and human is not None
+                else None,
+            )
+        )
+        misses += missed
+    if contrast.seed is None:
+        message = (
+            "No contrast set for this study: build one with `manage.py build_contrast_set "
+            "--items` to measure C_res."
+        )
+    elif not contrast.items:
+        message = (
+            f"The contrast set (seed {contrast.seed}) has {contrast.pairs} pairs but no items "
+            "yet: make them with `generate_pairs --strategy contrast`."
+        )
+    else:
+        message = (
+            f"{contrast.pairs} contrast pairs (seed {contrast.seed}, question cosine in "
+            f"[{contrast.low:g}, {contrast.high:g}], best answer: {contrast.best}"
+            + (f" {contrast.system}" if contrast.system else "")
+            + f"), {len(contrast.items)} items."
+        )
+    window = (
+        (contrast.low, contrast.high)
+        if contrast.low is not None and contrast.high is not None
+        else None
+    )
+    return ConsistencyResult(
+        contrast_seed=contrast.seed,
+        contrast_window=window,
+        contrast_best=contrast.best,
+        contrast_system=contrast.system,
+        contrast_pairs=contrast.pairs,
+        contrast_items=len(contrast.items),
+        message=message,
+        rows=tuple(rows),
+        misses=tuple(misses),
+    )
+
+
+# --- Tables and plot --------------------------------------------------------------------------
+
+TABLE_COLUMNS = (
+    "source",
+    "kind",
+    "c_res",
+    "c_res_lower",
+    "c_res_upper",
+    "c_res_count",
+    "c_res_total",
+    "c_res_ties",
+    "c_ins",
+    "c_ins_lower",
+    "c_ins_upper",
+    "c_res_fused",
+    "c_ins_fused",
+    "agreement_with_people",
+    "agreement_fused",
+    "swap_invariance",
+    "swap_lower",
+    "swap_upper",
+    "swap_total",
+    "intransitive_rate",
+    "intransitive_lower",
+    "intransitive_upper",
+    "intransitive_triples",
+    "triples",
+    "tied_triples",
+)
+MISS_COLUMNS = (
+    "source",
+    "verdict",
+    "instruction shown",
+    "its answer (r_A)",
+    "other instruction",
+    "other answer (r_B)",
+)
+
+
+def _cells(proportion: Proportion | None) -> tuple[float | None, float | None, float | None]:
+    if proportion is None:
+        return None, None, None
+    return proportion.share, proportion.lower, proportion.upper
+
+
+def _swap_cells(swap: SwapInvariance | None) -> tuple[object, ...]:
+    if swap is None:
+        return (None, None, None, None)
+    if swap.order_invariant:
+        return ("order-invariant by construction", None, None, None)
+    assert swap.proportion is not None
+    return (*_cells(swap.proportion), swap.proportion.total)
+
+
+def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]]:
+    """One row per source in TABLE_COLUMNS order; None where a measure is not defined (C_ins for
+    pairwise verdicts, swap invariance for people) or has no data."""
+    rows = []
+    for row in result.rows:
+        c_res = row.c_res.proportion if row.c_res else None
+        t = row.transitivity
+        rows.append(
+            (
+                row.source,
+                row.kind,
+                *_cells(c_res),
+                c_res.count if c_res else None,
+                c_res.total if c_res else None,
+                row.c_res.ties if row.c_res else None,
+                *_cells(row.c_ins.proportion if row.c_ins else None),
+                row.fused.c_res.proportion.share if row.fused else None,
+                row.fused.c_ins.proportion.share if row.fused else None,
+                row.agreement.share if row.agreement else None,
+                row.agreement_fused.share if row.agreement_fused else None,
+                *_swap_cells(row.swap),
+                *_cells(t.proportion if t else None),
+                t.intransitive if t else None,
+                t.triples if t else None,
+                t.tied_triples if t else None,
+            )
+        )
+    return rows
+
+
+def consistency_table_note(result: ConsistencyResult) -> str:
+    """The table's note: the contrast set used and the random baselines."""
+    return (
+        f"{result.message} C_res: share of verdicts on contrast items that pick the answer "
+        f"belonging to the instruction shown (ties count as misses; random: "
+        f"{RANDOM_CONTRAST_RATE:.0%}); for a score judge, from its four scores of each pair, both "
+        "directions counted. C_ins (score judges only): an answer scores higher under its own "
+        "instruction; not defined for pairwise verdicts. *_fused: the same after RewardFusion "
+        f"(Eq. 4, δ = {DEFAULT_FUSION_DELTA}); agreement_with_people: a score judge's verdicts "
+        "against each person's vote on the regular pairs (ties a class), without and with it. "
+        "Swap invariance: share of pairs called in both "
+        "orders with the same collapsed verdict. Intransitive: share of cyclic triples among "
+        "triples judged in all three pairs without a tie (random: "
+        f"{RANDOM_INTRANSITIVE_RATE:.0%}). Intervals: Wilson 95%."
+    )
+
+
+def consistency_miss_rows(result: ConsistencyResult) -> list[tuple[str, ...]]:
+    """The contrast items each source got wrong (at most MISSES_SHOWN per source), as text."""
+    return [
+        (
+            miss.source,
+            "tie" if miss.verdict == "tie" else "the other answer",
+            miss.item.instruction,
+            miss.item.own_answer,
+            miss.item.other_instruction,
+            miss.item.other_answer,
+        )
+        for miss in result.misses
+    ]
+
+
+def consistency_plot_svg(result: ConsistencyResult) -> str | None:
+    """C_res and the intransitive-triple rate per source as bars with Wilson whiskers; None when
+    no source has either."""
+    names = [row.source for row in result.rows]
+    c_res = [row.c_res.proportion if row.c_res else None for row in result.rows]
+    cyc = [row.transitivity.proportion if row.transitivity else None for row in result.rows]
+    if all(p is None or p.share is None for p in [*c_res, *cyc]):
+        return None
+
+    def series(name: str, props: Sequence[Proportion | None]) -> Series:
+        cells = [_cells(p) for p in props]
+        return Series(
+            name,
+            [c[0] for c in cells],
+            [c[1] for c in cells],
+            [c[2] for c in cells],
+        )
+
+    return bar_chart_svg(
+        title="Consistency: C_res (random 50%) and intransitive triples (random 25%)",
+        categories=names,
+        series=[series("C_res", c_res), series("intransitive triples", cyc)],
+        y_label="share",
+        y_min=0.0,
+        y_max=1.0,
+    )
+
+
+# --- The section ------------------------------------------------------------------------------
 
 
 class ConsistencySection(Section[ConsistencyResult]):

@@ -14,7 +14,6 @@ from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import (
     BT_PROMPT_DRAWS_BUDGET,
     ELO_UPDATES_BUDGET,
-    LABELS,
     Plot,
     RenderContext,
     ReportData,
@@ -24,6 +23,7 @@ from leaderboard.report.base import (
     rounds_within,
 )
 from leaderboard.stats.correlation import Correlation
+from leaderboard.stats.majority import LABELS
 from leaderboard.stats.ranking import RankCorrelation, rank_correlation
 from leaderboard.stats.ratings import bradley_terry, elo_bootstrap
 

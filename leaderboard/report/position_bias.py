@@ -16,7 +16,6 @@ from leaderboard.lookup import rows_of_run
 from leaderboard.plots import histogram_svg
 from leaderboard.report.base import (
     HUMAN,
-    LABELS,
     Plot,
     RenderContext,
     ReportData,
@@ -26,6 +25,7 @@ from leaderboard.report.base import (
     to_json,
 )
 from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.majority import LABELS
 from leaderboard.stats.mtbench import CALL_ORDERS
 from leaderboard.stats.proportion import Proportion, wilson_interval
 

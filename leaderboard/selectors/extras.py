@@ -16,13 +16,13 @@ from annotation.models import Answer, HumanJudgment, Pair, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.lookup import positions_of
 from leaderboard.models import Followup, FollowupPair
-from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
-from leaderboard.selectors.packed import frame_read_coded
-from leaderboard.services.consistency import (
+from leaderboard.selectors.contrast import (
     NO_CONSISTENCY_INPUTS,
     ConsistencyInputs,
     consistency_inputs_get,
 )
+from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
+from leaderboard.selectors.packed import frame_read_coded
 
 
 class TurnLength(Func):

@@ -15,13 +15,16 @@ Everything here is pure: arrays and DataFrames in, frozen dataclasses out.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from scipy.special import expit
 
+from leaderboard.stats.likert import collapse
+from leaderboard.stats.majority import LABELS
 from leaderboard.stats.proportion import Proportion, wilson_interval
 
 RANDOM_CONTRAST_RATE = 0.5
@@ -35,8 +38,6 @@ won by either side with probability 1/2, so 8 equally likely outcomes, of which 
 
 DEFAULT_WINDOW = (0.75, 0.9)
 DEFAULT_FUSION_DELTA = 0.95
-
-_LABELS = ("A", "B", "tie")
 
 
 def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -234,12 +235,50 @@ def choice_consistency(
     want = np.asarray(expected, dtype=object)
     if got.shape != want.shape or got.ndim != 1:
         raise ValueError("chosen and expected must be two lists of the same length")
-    unknown = sorted({str(v) for v in got.tolist()} - set(_LABELS))
+    unknown = sorted({str(v) for v in got.tolist()} - set(LABELS))
     if unknown:
         raise ValueError(f"unknown verdict labels: {unknown}")
     if not set(want.tolist()) <= {"A", "B"}:
         raise ValueError("expected sides must be 'A' or 'B'")
     return _rate(got == want, got == "tie", confidence)
+
+
+def score_agreement(
+    answer_scores: Mapping[int, float],
+    pairs: pd.DataFrame,
+    votes: pd.DataFrame,
+    *,
+    confidence: float = 0.95,
+) -> Proportion:
+    """Return the share of people's votes that match a score judge's verdict on the same pair.
+
+    ``answer_scores``: the judge's score h(r) of each answer, by answer id; ``pairs``: pair_id,
+    answer_a, answer_b; ``votes``: pair_id, label (each person's canonical vote: A, B or tie).
+    Pairs whose two answers are not both scored are left out, and so are the votes on them.
+    The verdict on a pair is the PL judge's rule (`judges.reward.scoring`): P(B better) =
+    sigmoid(h_B - h_A), the Bradley-Terry probability, binned as Likert = min(8, floor(8 P) + 1)
+    and collapsed with ties (1-3 A, 4-5 tie, 6-8 B, DESIGN.md's conventions after the H4 study).
+    Formula: #[vote = verdict] / #votes on the scored pairs, a tie a class of its own, with its
+    Wilson interval. Source: the with-ties agreement (S1) of Zheng et al. (2023), section 4.2,
+    between each person's vote and the judge's one verdict per pair; used here to compare a score
+    judge's agreement with people with and without RewardFusion (Shen et al. 2023).
+    """
+    scored = pd.Series(answer_scores, dtype=np.float64)
+    frame = pairs[["pair_id", "answer_a", "answer_b"]].assign(
+        h_a=lambda f: f["answer_a"].map(scored), h_b=lambda f: f["answer_b"].map(scored)
+    )
+    frame = frame.dropna(subset=["h_a", "h_b"])
+    p = expit(frame["h_b"].to_numpy() - frame["h_a"].to_numpy())
+    likert = np.minimum(8, np.floor(8 * p).astype(np.int64) + 1)
+    verdict = pd.Series(collapse(likert, ties=True), index=frame["pair_id"].to_numpy())
+    on_scored = votes[votes["pair_id"].isin(verdict.index)]
+    agree = int(
+        (
+            on_scored["label"].astype(str).to_numpy()
+            == verdict.loc[on_scored["pair_id"]].to_numpy()
+        ).sum()
+    )
+    return wilson_interval(agree, len(on_scored), confidence)
 
 
 # --- RewardFusion -----------------------------------------------------------------------------
@@ -336,7 +375,7 @@ def swap_invariance(
     if first.shape != second.shape or first.ndim != 1:
         raise ValueError("forward and backward must be two lists of the same length")
     codes, seen = pd.factorize(np.concatenate([first, second]))
-    unknown = sorted({str(v) for v in seen} - set(_LABELS))
+    unknown = sorted({str(v) for v in seen} - set(LABELS))
     if unknown or (codes < 0).any():
         raise ValueError(f"unknown verdict labels: {unknown or ['None']}")
     same = int((codes[: first.size] == codes[first.size :]).sum())
@@ -385,7 +424,7 @@ def intransitive_triples(
     missing = {group, first, second, label} - set(verdicts.columns)
     if missing:
         raise ValueError(f"verdicts lack the columns {sorted(missing)}")
-    unknown = sorted({str(v) for v in verdicts[label].unique()} - set(_LABELS))
+    unknown = sorted({str(v) for v in verdicts[label].unique()} - set(LABELS))
     if unknown:
         raise ValueError(f"unknown verdict labels: {unknown}")
     n = len(verdicts)

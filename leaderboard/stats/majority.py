@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-LABELS = ("A", "B", "tie")
+# The canonical labels, in code order (the one definition, with the Likert conventions).
+from leaderboard.stats.likert import PREFERENCES as LABELS
 
 
 def people_majority(

@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-LABELS = ("A", "B", "tie")
+from leaderboard.stats.majority import LABELS
+
 Level = Literal["vote", "majority"]
 _COLUMNS = ["key", "agree_s1", "total_s1", "agree_s2", "total_s2"]
 

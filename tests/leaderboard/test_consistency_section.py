@@ -28,16 +28,18 @@ from judges.models import AnswerScore
 from judges.reward import artifacts
 from judges.reward.scoring import pl_run_execute
 from judges.services.runs import judge_run_start
-from leaderboard.services.consistency import (
+from leaderboard.report.consistency import (
     TABLE_COLUMNS,
-    ContrastInputs,
-    ContrastItemText,
-    ScoreJudgeConsistency,
     SourceInfo,
     consistency_compute,
     consistency_miss_rows,
     consistency_plot_svg,
     consistency_table_rows,
+)
+from leaderboard.selectors.contrast import (
+    ContrastInputs,
+    ContrastItemText,
+    ScoreJudgeConsistency,
     contrast_inputs_read,
     score_consistency_read,
 )
@@ -167,7 +169,7 @@ CALLS = pd.DataFrame(
         (12, 2, "ab", "A"),
     ],
     columns=["pair_id", "run_id", "order", "label"],
-)
+).assign(likert=np.nan)  # as the vote frames carry calls (no Likert score here)
 SOURCES = [SourceInfo("gpt-judge", 1, "llm"), SourceInfo("pl-model", 2, "pl")]
 
 

@@ -10,6 +10,7 @@ from leaderboard.stats.consistency import (
     contrast_pairs_select,
     intransitive_triples,
     reward_fusion,
+    score_agreement,
     score_consistency,
     swap_invariance,
 )
@@ -131,6 +132,31 @@ def test_choice_consistency_counts_ties_as_misses() -> None:
     assert (rate.proportion.count, rate.proportion.total, rate.ties) == (2, 4, 1)
     with pytest.raises(ValueError, match="unknown verdict labels"):
         choice_consistency(["left"], ["A"])
+
+
+def test_a_score_judges_agreement_with_people_on_a_worked_example() -> None:
+    # Verdicts by P(B better) = sigmoid(h_B - h_A), Likert min(8, floor(8 P) + 1), with ties:
+    #   pair 10, answers 1 v 2: sigmoid(-2) = 0.119, 8 P = 0.95 -> Likert 1 -> A
+    #   pair 11, answers 2 v 3: the same -> A
+    #   pair 12, answers 3 v 1: sigmoid(4) = 0.982, 8 P = 7.86 -> Likert 8 -> B
+    #   pair 13, answers 5 v 6: sigmoid(-0.1) = 0.475, 8 P = 3.80 -> Likert 4 -> tie
+    #   pair 14, answers 6 v 7: sigmoid(0) = 0.5, 8 P = 4 -> Likert 5 -> tie
+    #   pair 15, answers 1 v 4: answer 4 has no score, so the pair and its votes are left out.
+    scores = {1: 2.0, 2: 0.0, 3: -2.0, 5: 0.1, 6: 0.0, 7: 0.0}
+    pairs = pd.DataFrame(
+        [(10, 1, 2), (11, 2, 3), (12, 3, 1), (13, 5, 6), (14, 6, 7), (15, 1, 4)],
+        columns=["pair_id", "answer_a", "answer_b"],
+    )
+    votes = pd.DataFrame(
+        [(10, "A"), (10, "tie"), (11, "A"), (12, "A"), (13, "tie"), (14, "B"), (15, "A")],
+        columns=["pair_id", "label"],
+    )
+    agreement = score_agreement(scores, pairs, votes)
+    # Agree: 10 A, 11 A, 13 tie; disagree: 10 tie, 12 A, 14 B.
+    assert (agreement.count, agreement.total) == (3, 6)
+    assert agreement.share == 0.5
+    assert agreement.lower == pytest.approx(0.1876, abs=1e-4)  # Wilson 95%, 3 of 6
+    assert score_agreement({}, pairs, votes).total == 0
 
 
 def test_reward_fusion_equals_eq_4_on_a_hand_example() -> None:

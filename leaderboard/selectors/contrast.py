@@ -1,0 +1,343 @@
+"""Reads of a study's Contrast Instructions (docs/consistency.md).
+
+- `best_answers_choose`: each prompt's best answer, which a contrast set is built from
+  (`leaderboard.services.contrast.contrast_set_build`);
+- `consistency_inputs_get`: what the report's consistency section reads besides the votes: the
+  study's latest contrast set, its items with the texts the drill-down shows and the votes on
+  them (`contrast_inputs_read`), and every PL run's four scores of each contrast pair, plain and
+  after RewardFusion (`score_consistency_read`, which runs the model).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from annotation.models import (
+    Answer,
+    ContrastPair,
+    ContrastSet,
+    HumanJudgment,
+    Pair,
+    Study,
+    System,
+)
+from annotation.services.pairs import first_ranked_answer
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from leaderboard.stats.consistency import (
+    DEFAULT_FUSION_DELTA,
+    ScoreConsistency,
+    reward_fusion,
+    score_consistency,
+)
+from leaderboard.stats.majority import people_majority
+
+HUMAN_ITEM_COLUMNS = ["pair_id", "label"]
+CALL_ITEM_COLUMNS = ["pair_id", "run_id", "order", "label"]
+
+
+# --- The best answers a contrast set is built from --------------------------------------------
+
+
+def _majority_best(study: Study, answers: dict[int, list[Answer]]) -> dict[int, Answer]:
+    """Each prompt's answer with the most pairwise wins under the people's majority (a majority
+    tie wins nothing); None, so left out, when no answer wins or two share the most wins."""
+    rows = (
+        HumanJudgment.objects.filter(study=study, excluded=False)
+        .exclude(preference="")
+        .exclude(pair__source=Pair.Source.CONTRAST)
+        .values_list("pair_id", "preference")
+    )
+    frame = pd.DataFrame(list(rows), columns=["pair_id", "label"])
+    majority = people_majority(frame)
+    pairs = Pair.objects.filter(pk__in=majority.index.tolist()).values_list(
+        "pk", "prompt_id", "answer_a_id", "answer_b_id"
+    )
+    wins: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for pair_id, prompt_id, answer_a_id, answer_b_id in pairs:
+        label = majority[pair_id]
+        if label in ("A", "B"):
+            wins[prompt_id][answer_a_id if label == "A" else answer_b_id] += 1
+    best: dict[int, Answer] = {}
+    for prompt_id, tally in wins.items():
+        ranked = sorted(tally.items(), key=lambda item: -item[1])
+        if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+            continue
+        by_id = {answer.pk: answer for answer in answers.get(prompt_id, [])}
+        if ranked[0][0] in by_id:
+            best[prompt_id] = by_id[ranked[0][0]]
+    return best
+
+
+def best_answers_choose(
+    *, study: Study, best: ContrastSet.Best, system: System | None = None
+) -> dict[int, Answer]:
+    """Return each prompt's best answer by `best`, keyed by prompt id; prompts without one are
+    absent. Only usable answers (no uncleared identity leak) are considered.
+
+    - first_ranked: the answer ranked 1 (or with the most upvotes), when unique;
+    - majority: the answer with the most wins under the people's majority of each of the
+      prompt's pairs (contrast items left out), when unique;
+    - system: the named system's answer (a ValueError without `system`).
+    """
+    answers: dict[int, list[Answer]] = defaultdict(list)
+    for answer in Answer.objects.filter(prompt__study=study).order_by("pk"):
+        if answer.usable_in_pairs:
+            answers[answer.prompt_id].append(answer)
+    if best == ContrastSet.Best.FIRST_RANKED:
+        chosen = {pid: first_ranked_answer(answers=group) for pid, group in answers.items()}
+        return {pid: answer for pid, answer in chosen.items() if answer is not None}
+    if best == ContrastSet.Best.MAJORITY:
+        return _majority_best(study, answers)
+    if system is None:
+        raise ValueError("The best answer 'system' needs a system (--system NAME).")
+    return {
+        pid: answer
+        for pid, group in answers.items()
+        for answer in group
+        if answer.system_id == system.pk
+    }
+
+
+# --- What the consistency section reads ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContrastItemText:
+    """One contrast item as the drill-down shows it: the instruction shown and the other one,
+    the answer that belongs (r_A) and the other prompt's answer (r_B)."""
+
+    pair_id: int
+    contrast_pair_id: int
+    expected: Literal["A", "B"]
+    instruction: str
+    other_instruction: str
+    own_answer: str
+    other_answer: str
+
+
+@dataclass(frozen=True)
+class ContrastInputs:
+    """The study's latest contrast set (None without one), its items by pair id, and the votes
+    on them: human (pair_id, label), calls (pair_id, run_id, order, label), canonical labels.
+    The report's vote frames leave contrast items out
+    (`leaderboard.selectors.frames.not_contrast_item`), so these are read here."""
+
+    seed: int | None
+    low: float | None
+    high: float | None
+    best: str
+    system: str
+    pairs: int
+    items: Mapping[int, ContrastItemText]
+    human: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HUMAN_ITEM_COLUMNS))
+    calls: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CALL_ITEM_COLUMNS))
+
+
+def _first_turn(turns: object) -> str:
+    return str(turns[0]) if isinstance(turns, list) and turns else ""
+
+
+def contrast_inputs_read(*, study: Study, run_ids: Sequence[int] = ()) -> ContrastInputs:
+    """Read the study's latest contrast set, the items made from it (texts at turn 1), the
+    people's votes on them and the done calls of the runs `run_ids` on them."""
+    contrast_set = (
+        ContrastSet.objects.filter(study=study).select_related("system").order_by("-pk").first()
+    )
+    if contrast_set is None:
+        return ContrastInputs(None, None, None, "", "", 0, {})
+    items = Pair.objects.filter(contrast__contrast_set=contrast_set).select_related(
+        "contrast__prompt_a", "contrast__prompt_b", "contrast__answer_a", "contrast__answer_b"
+    )
+    out: dict[int, ContrastItemText] = {}
+    for item in items.order_by("pk"):
+        contrast = item.contrast
+        assert contrast is not None  # the query follows the item's contrast pair
+        shown_a = item.prompt_id == contrast.prompt_a_id
+        own, other = (
+            (contrast.answer_a, contrast.answer_b)
+            if shown_a
+            else (contrast.answer_b, contrast.answer_a)
+        )
+        shown, hidden = (
+            (contrast.prompt_a, contrast.prompt_b)
+            if shown_a
+            else (contrast.prompt_b, contrast.prompt_a)
+        )
+        out[item.pk] = ContrastItemText(
+            pair_id=item.pk,
+            contrast_pair_id=contrast.pk,
+            expected="A" if own.pk == item.answer_a_id else "B",
+            instruction=_first_turn(shown.turns),
+            other_instruction=_first_turn(hidden.turns),
+            own_answer=_first_turn(own.turns),
+            other_answer=_first_turn(other.turns),
+        )
+    on_items = {"pair_id__in": list(out)}
+    human = pd.DataFrame(
+        list(
+            HumanJudgment.objects.filter(excluded=False, **on_items)
+            .exclude(preference="")
+            .order_by("pk")
+            .values_list("pair_id", "preference")
+        ),
+        columns=HUMAN_ITEM_COLUMNS,
+    )
+    calls = pd.DataFrame(
+        list(
+            JudgeCall.objects.filter(
+                run_id__in=list(run_ids), status=JudgeCall.Status.DONE, **on_items
+            )
+            .exclude(preference="")
+            .order_by("pk")
+            .values_list("pair_id", "run_id", "order", "preference")
+        ),
+        columns=CALL_ITEM_COLUMNS,
+    )
+    return ContrastInputs(
+        seed=contrast_set.seed,
+        low=contrast_set.low,
+        high=contrast_set.high,
+        best=contrast_set.best,
+        system=contrast_set.system.name if contrast_set.system else "",
+        pairs=contrast_set.pairs.count(),
+        items=out,
+        human=human,
+        calls=calls,
+    )
+
+
+@dataclass(frozen=True)
+class ScoreJudgeConsistency:
+    """A score judge's C_res and C_ins on the contrast pairs, plain and after RewardFusion
+    (over ``pool`` scored answers of the study, threshold ``delta``)."""
+
+    plain: ScoreConsistency
+    fused: ScoreConsistency
+    delta: float
+    pool: int
+    # Every scored answer's score, plain and fused over the run's other scored answers (for the
+    # agreement with people with and without RewardFusion).
+    answer_scores: Mapping[int, float] = field(default_factory=dict)
+    fused_answer_scores: Mapping[int, float] = field(default_factory=dict)
+
+
+def _answer_text(turns: object) -> str:
+    return "\n\n".join(str(t) for t in turns) if isinstance(turns, list) else ""
+
+
+def score_consistency_read(
+    *, study: Study, run_ids: Sequence[int], delta: float = DEFAULT_FUSION_DELTA
+) -> dict[int, ScoreJudgeConsistency]:
+    """Score the latest contrast set's four combinations with every PL run's model.
+
+    For each contrast pair, h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) with the texts
+    the PL model scores (all user turns of the prompt, all turns of the answer). RewardFusion's
+    retrieval pool is the run's scored answers of the study (each under its own prompt, with its
+    stored score) minus the contrast pairs' own answers, so that no query finds itself; every
+    scored answer is also fused over all the others (itself left out), for the agreement with
+    people with and without fusion. The embedding of an example is that of its
+    "question\n\nanswer" text, with the model's backbone encoder (the default encoder for a
+    Hugging Face checkpoint). Runs whose judge is not a PL model, or whose artifact is missing,
+    are left out.
+    """
+    from judges.reward.artifacts import ArtifactMissing, artifact_load
+    from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
+
+    contrast_set = ContrastSet.objects.filter(study=study).order_by("-pk").first()
+    if contrast_set is None:
+        return {}
+    pairs = list(
+        ContrastPair.objects.filter(contrast_set=contrast_set)
+        .select_related("prompt_a", "prompt_b", "answer_a", "answer_b")
+        .order_by("pk")
+    )
+    questions, answers = [], []
+    for c in pairs:
+        q_a, q_b = _answer_text(c.prompt_a.turns), _answer_text(c.prompt_b.turns)
+        r_a, r_b = _answer_text(c.answer_a.turns), _answer_text(c.answer_b.turns)
+        questions += [q_a, q_a, q_b, q_b]
+        answers += [r_a, r_b, r_a, r_b]
+    own = {x for c in pairs for x in (c.answer_a_id, c.answer_b_id)}
+    out: dict[int, ScoreJudgeConsistency] = {}
+    runs = JudgeRun.objects.filter(pk__in=run_ids, judge__kind=Judge.Kind.PL).select_related(
+        "judge"
+    )
+    for run in runs.order_by("pk"):
+        try:
+            model = artifact_load(str(run.judge.params.get("artifact", "")))
+        except (ArtifactMissing, FileNotFoundError, KeyError):
+            continue
+        scores = np.asarray(model.score(questions, answers), dtype=np.float64)
+        plain = score_consistency(scores.reshape(-1, 2, 2))
+        backbone = str(model.metadata.get("backbone") or DEFAULT_BACKBONE)
+        scored = [
+            (answer_id, f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
+            for answer_id, q, a, score in AnswerScore.objects.filter(run=run)
+            .order_by("answer_id")
+            .values_list("answer_id", "answer__prompt__turns", "answer__turns", "score")
+        ]
+        queries = embed_texts(
+            [f"{q}\n\n{a}" for q, a in zip(questions, answers, strict=True)], backbone=backbone
+        )
+        vectors = (
+            embed_texts([text for _, text, _ in scored], backbone=backbone)
+            if scored
+            else np.empty((0, queries.shape[1]))
+        )
+        all_scores = np.array([score for _, _, score in scored], dtype=np.float64)
+        in_pool = np.array([answer_id not in own for answer_id, _, _ in scored], dtype=bool)
+        pool = int(in_pool.sum())
+        fused = reward_fusion(queries, scores, vectors[in_pool], all_scores[in_pool], delta=delta)
+        answer_ids = [answer_id for answer_id, _, _ in scored]
+        fused_all = (
+            reward_fusion(
+                vectors, all_scores, vectors, all_scores, delta=delta, leave_out_same_index=True
+            ).scores
+            if scored
+            else all_scores
+        )
+        out[run.pk] = ScoreJudgeConsistency(
+            plain=plain,
+            fused=score_consistency(fused.scores.reshape(-1, 2, 2)),
+            delta=delta,
+            pool=pool,
+            answer_scores=dict(zip(answer_ids, all_scores.tolist(), strict=True)),
+            fused_answer_scores=dict(zip(answer_ids, fused_all.tolist(), strict=True)),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ConsistencyInputs:
+    """What the consistency section reads besides the votes: the contrast items and the score
+    judges' C_res and C_ins (by run id)."""
+
+    contrast: ContrastInputs
+    scores: Mapping[int, ScoreJudgeConsistency]
+
+    def digest(self) -> str:
+        """A text naming everything the section's numbers depend on, for the report's data hash."""
+        items = sorted(
+            (i.pair_id, i.contrast_pair_id, i.expected) for i in self.contrast.items.values()
+        )
+        scores = sorted((run, repr(s)) for run, s in self.scores.items())
+        c = self.contrast
+        votes = (c.human.to_json(orient="values"), c.calls.to_json(orient="values"))
+        return repr((c.seed, c.low, c.high, c.best, c.system, c.pairs, items, votes, scores))
+
+
+NO_CONSISTENCY_INPUTS = ConsistencyInputs(ContrastInputs(None, None, None, "", "", 0, {}), {})
+
+
+def consistency_inputs_get(*, study: Study, run_ids: Sequence[int]) -> ConsistencyInputs:
+    """Read the contrast items and score the contrast pairs with the PL runs among `run_ids`."""
+    return ConsistencyInputs(
+        contrast=contrast_inputs_read(study=study, run_ids=run_ids),
+        scores=score_consistency_read(study=study, run_ids=run_ids),
+    )
