@@ -136,8 +136,9 @@ def _cell_sql(column: Column, alias: str, *, neutralise: bool) -> str:
 # key, the planner walks its index and looks up each judgment's pair, prompt and worker one row
 # at a time (a nested loop); this way it hashes those tables, shares the work among parallel
 # workers and sorts at the end (in work_mem, spilling to disk beyond it): at 300k judgments a
-# JSONL or Parquet export took 0.72-0.75 of the time (benchmarks/bench_export.py). The calls (one
-# run and judge for many rows, wide raw outputs to sort) are faster walked in index order.
+# JSONL or Parquet export took 0.72-0.93 of the time, measured beside the index order on a
+# shared 2-core machine. The calls (one run and judge for many rows, wide raw outputs to sort)
+# are faster walked in index order.
 _SORTED_AFTER_HASHING = frozenset({"judgments"})
 
 
