@@ -134,6 +134,8 @@ def label_studio_env(url: str, data_dir: Path) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(data_dir),
+        # Its export writes a temporary copy of the file: into the folder removed at the end.
+        "TMPDIR": str(data_dir),
         "PYTHONPATH": f"{ROOT / 'benchmarks'}:{package_dir()}",
         "DJANGO_SETTINGS_MODULE": "label_studio_settings",
         "DJANGO_DB": "default",
