@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
 from annotation.rendering import markdown_render_safe
+from annotation.selectors.prepared import PreparedSelect
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,14 @@ def worker_get_in_study(*, slug: str, user_id: int | None) -> Worker | None:
     in one query; None when there is no such study or the user holds no profile in it."""
     if user_id is None:
         return None
-    return Worker.objects.select_related("study").filter(study__slug=slug, user_id=user_id).first()
+    return _WORKER_IN_STUDY.first(slug, user_id)
+
+
+_WORKER_IN_STUDY: PreparedSelect[Worker] = PreparedSelect(
+    lambda slug, user_id: Worker.objects.select_related("study").filter(
+        study__slug=slug, user_id=user_id
+    )
+)
 
 
 def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> Assignment | None:
@@ -147,6 +155,9 @@ class WorkItem:
 
 # What an item shows, read with its assignment in one joined query.
 ITEM_RELATED = ("study", "pair__prompt", "pair__answer_a", "pair__answer_b")
+_ITEM: PreparedSelect[Assignment] = PreparedSelect(
+    lambda pk: Assignment.objects.select_related(*ITEM_RELATED).filter(pk=pk)
+)
 
 
 def work_item_build(*, assignment: Assignment) -> WorkItem:
@@ -156,7 +167,10 @@ def work_item_build(*, assignment: Assignment) -> WorkItem:
     pair, prompt, both answers and study in one joined query.
     """
     if not Assignment._meta.get_field("pair").is_cached(assignment):
-        assignment = Assignment.objects.select_related(*ITEM_RELATED).get(pk=assignment.pk)
+        loaded = _ITEM.first(assignment.pk)
+        if loaded is None:
+            raise Assignment.DoesNotExist(f"Assignment {assignment.pk} no longer exists.")
+        assignment = loaded
     pair = assignment.pair
     upto = max(pair.turn, 1)
 

@@ -25,6 +25,7 @@ from annotation.models import (
     Study,
     Worker,
 )
+from annotation.selectors.prepared import PreparedSelect
 from annotation.selectors.work import pair_rationale_winner
 from annotation.services.errors import (
     AssignmentClosed,
@@ -115,12 +116,29 @@ def _replayed(judgment: HumanJudgment) -> Submitted:
 
 
 def _replay(*, worker: Worker, submission_id: UUID) -> HumanJudgment | None:
-    existing = HumanJudgment.objects.filter(submission_id=submission_id).first()
+    existing = _JUDGMENT_OF_SUBMISSION.first(submission_id)
     if existing is None:
         return None
     if existing.worker_id != worker.pk:
         raise AssignmentNotFound("No such item.")
     return existing
+
+
+# The submit's reads, compiled once per process (annotation.selectors.prepared).
+_LOCKED_ASSIGNMENT: PreparedSelect[Assignment] = PreparedSelect(
+    lambda public_id, worker_id: (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("pair", "pair__answer_a", "pair__answer_b", "study")
+        .filter(public_id=public_id, worker_id=worker_id)
+    ),
+    for_update=True,
+)
+_JUDGMENT_OF_ASSIGNMENT: PreparedSelect[HumanJudgment] = PreparedSelect(
+    lambda assignment_id: HumanJudgment.objects.filter(assignment_id=assignment_id)
+)
+_JUDGMENT_OF_SUBMISSION: PreparedSelect[HumanJudgment] = PreparedSelect(
+    lambda submission_id: HumanJudgment.objects.filter(submission_id=submission_id)
+)
 
 
 def _submit_locked(
@@ -138,16 +156,11 @@ def _submit_locked(
     comment: str,
 ) -> Submitted:
     now = timezone.now()
-    assignment = (
-        Assignment.objects.select_for_update(of=("self",))
-        .select_related("pair", "pair__answer_a", "pair__answer_b", "study")
-        .filter(public_id=assignment_public_id, worker=worker)
-        .first()
-    )
+    assignment = _LOCKED_ASSIGNMENT.first(assignment_public_id, worker.pk)
     if assignment is None:
         raise AssignmentNotFound("No such item.")
     # Under the lock: a concurrent double click has either committed its judgment or not begun.
-    existing = HumanJudgment.objects.filter(assignment=assignment).first()
+    existing = _JUDGMENT_OF_ASSIGNMENT.first(assignment.pk)
     if existing is not None:
         if existing.submission_id == submission_id:
             return _replayed(existing)
