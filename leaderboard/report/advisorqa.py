@@ -102,17 +102,22 @@ def held_out_prompts(
 
 
 def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
-    """The table from the report's frames: answer scores per run, votes per source."""
+    """The table from the report's frames: answer scores per run, votes per source.
+
+    Only the answers of gold lists can count (a verdict counts when both its answers are in one
+    list; a ranker's value is read for a list's answers only), so lengths, scores and verdicts
+    are narrowed to those answers first: a study without ranked lists costs next to nothing."""
     extras, votes = data.extras, data.votes
     by_prompt = _gold_lists(extras.answers)
+    in_lists = np.array(sorted({a for ids in by_prompt.values() for a in ids}), dtype=np.int64)
     lengths: dict[int, float] = {}
     for side in ("a", "b"):
-        for answer_id, length in zip(
-            extras.lengths[f"answer_{side}_id"], extras.lengths[f"len_{side}"], strict=True
-        ):
-            if np.isfinite(length):
-                lengths[int(answer_id)] = float(length)
+        ids = extras.lengths[f"answer_{side}_id"].to_numpy()
+        values = extras.lengths[f"len_{side}"].to_numpy(dtype=float)
+        keep = np.isin(ids, in_lists) & np.isfinite(values)
+        lengths.update(zip(ids[keep].astype(int).tolist(), values[keep].tolist(), strict=True))
     ends = extras.lengths.set_index("pair_id")[["answer_a_id", "answer_b_id"]]
+    ends = ends[ends["answer_a_id"].isin(in_lists) & ends["answer_b_id"].isin(in_lists)]
     scores: dict[str, dict[int, float]] = {}
     verdicts: dict[str, list[tuple[int, int, float]]] = {}
     runs = {s.name: s for s in votes.sources}
@@ -123,6 +128,7 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
         label = name if source is None or not source.model_name else f"{name} ({source.model_name})"
         if source is not None and not own.empty:
             scored[source.run_id] = label
+            own = own[own["answer_id"].isin(in_lists)]
             scores[label] = dict(
                 zip(own["answer_id"].astype(int), own["score"].astype(float), strict=True)
             )
