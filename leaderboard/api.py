@@ -24,6 +24,7 @@ from config.access import get_study_or_404
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.selectors.api import api_study_list
+from leaderboard.selectors.snapshots import study_data_fingerprint
 from leaderboard.services.reports import report_state_get
 
 
@@ -74,10 +75,11 @@ class StudyReportApi(APIView):
 
     def get(self, request: Request, slug: str) -> Response:
         study = get_study_or_404(request, slug)
-        form = AnalysisFilterForm(request.query_params, study=study)
+        fingerprint = study_data_fingerprint(study=study)
+        form = AnalysisFilterForm(request.query_params, study=study, fingerprint=fingerprint)
         if not form.is_valid():
             raise serializers.ValidationError(form.errors.get_json_data())
-        state = report_state_get(study=study, filters=form.filters())
+        state = report_state_get(study=study, filters=form.filters(), fingerprint=fingerprint)
         if state.payload is None:
             waiting = Response(
                 {"status": "computing", "detail": "The report is being computed; ask again."},

@@ -30,9 +30,12 @@ class AnalysisFilterForm(forms.Form):
         required=False, coerce=int, label="Judge runs (none selected: all)"
     )
 
-    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, study: Study, fingerprint: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        choices = study_filter_choices(study=study)
+        self.fingerprint = fingerprint  # the study's data fingerprint the choices were read under
+        choices = study_filter_choices(study=study, fingerprint=fingerprint)
         category, turn, run = self.fields["category"], self.fields["turn"], self.fields["run"]
         assert isinstance(category, forms.ChoiceField)
         assert isinstance(turn, forms.ChoiceField)
@@ -71,9 +74,12 @@ class FollowupForm(forms.Form):
     sample_size = forms.IntegerField(min_value=1, max_value=100_000, initial=300)
     seed = forms.IntegerField(min_value=0, initial=0)
 
-    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, study: Study, fingerprint: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        runs = [(str(r["id"]), r["name"]) for r in study_filter_choices(study=study)["runs"]]
+        choices = study_filter_choices(study=study, fingerprint=fingerprint)
+        runs = [(str(r["id"]), r["name"]) for r in choices["runs"]]
         for name in ("judge_a_run", "judge_b_run"):
             field = self.fields[name]
             assert isinstance(field, forms.ChoiceField)

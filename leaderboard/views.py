@@ -39,6 +39,7 @@ from leaderboard.selectors.api import api_schema_get
 from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
 from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
 from leaderboard.selectors.frames import study_votes_get
+from leaderboard.selectors.snapshots import study_data_fingerprint
 from leaderboard.services.export_jobs import (
     export_job_file,
     export_job_request,
@@ -59,11 +60,13 @@ RETRY_SECONDS = 3
 
 def _state_for(request: HttpRequest, study: Study) -> tuple[AnalysisFilterForm, ReportState | None]:
     """The filter form and the report's state for its filters (None when they are not valid).
-    Reads the snapshot and the study's fingerprint only, never the study's rows."""
-    form = AnalysisFilterForm(request.GET, study=study)
+    Reads the snapshot and the study's fingerprint (once; the form's choices are cached under
+    it), never the study's rows."""
+    fingerprint = study_data_fingerprint(study=study)
+    form = AnalysisFilterForm(request.GET, study=study, fingerprint=fingerprint)
     if not form.is_valid():
         return form, None
-    return form, report_state_get(study=study, filters=form.filters())
+    return form, report_state_get(study=study, filters=form.filters(), fingerprint=fingerprint)
 
 
 def _served(request: HttpRequest, study: Study) -> tuple[ReportState, Report] | HttpResponse:
@@ -112,7 +115,7 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
             context |= report_page_context(report_from_payload(state.payload)) | {
                 "csv_base": request.path + "tables/",
                 "plot_base": request.path + "plots/",
-                "followup_form": FollowupForm(study=study),
+                "followup_form": FollowupForm(study=study, fingerprint=form.fingerprint),
             }
         return _marked(render(request, "leaderboard/study_analysis.html", context), state)
 

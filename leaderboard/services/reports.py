@@ -302,13 +302,17 @@ def report_recompute_queue(*, snapshot: ReportSnapshot) -> bool:
 
 
 def report_state_get(
-    *, study: Study, filters: VoteFilters, params: ReportParams | None = None
+    *,
+    study: Study,
+    filters: VoteFilters,
+    params: ReportParams | None = None,
+    fingerprint: str | None = None,
 ) -> ReportState:
     """The page's view of a report: the snapshot of the key and whether it is current, from the
-    study's data fingerprint (index lookups; the study's rows are not read). A stale or missing
-    report is queued for the analysis worker."""
+    study's data fingerprint (index lookups; the study's rows are not read; pass it when the
+    request read it already). A stale or missing report is queued for the analysis worker."""
     params = params or ReportParams()
-    fingerprint = study_data_fingerprint(study=study)
+    fingerprint = fingerprint or study_data_fingerprint(study=study)
     snapshot = report_snapshot_for(study=study, filters=filters, params=params)
     if snapshot.payload is not None and snapshot.fingerprint == fingerprint:
         return ReportState(snapshot, "current")

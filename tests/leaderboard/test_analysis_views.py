@@ -23,10 +23,11 @@ from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair
 from tests.leaderboard.conftest import analysis_worker_run, get_computed
 
-# Session, user and roles, study and membership, the filter form's and the follow-up form's
-# choices (categories, turns, judge runs), the data fingerprint (one statement) and the snapshot:
-# pinned, so that a page that starts reading the study's rows again is noticed.
-PAGE_QUERIES = 16
+# Session, user, roles (researcher, admin), study with membership, the data fingerprint (one
+# statement), the snapshot, and the serving of the report; the filter and follow-up forms'
+# choices come from the cache under the fingerprint. Pinned, so that a page that starts reading
+# the study's rows again is noticed.
+PAGE_QUERIES = 8
 
 
 @pytest.fixture
@@ -226,6 +227,22 @@ def test_the_analysis_page_with_a_current_report_reads_no_rows_of_the_study(
     # The fingerprint counts rows through indexes; no query selects the judgments' columns.
     assert not [q for q in sql if "annotation_humanjudgment" in q and "likert" in q], sql
     assert len(queries) == PAGE_QUERIES, [q["sql"][:120] for q in queries.captured_queries]
+
+
+def test_the_filter_choices_follow_a_change_of_the_data(
+    client: Client, cast: Cast, judged_study: Study
+) -> None:
+    client.force_login(cast.researcher)
+    get_computed(client, url(judged_study))
+    pair = make_pair(judged_study, "p3")
+    pair.prompt.category = "brand-new category"
+    pair.prompt.save(update_fields=["category"])
+    # A pair added changes the fingerprint, so the cached choices are read again.
+    response = client.get(url(judged_study))
+    assert response["X-Concord-Report"] == "stale"
+    assert ("brand-new category", "brand-new category") in response.context["form"].fields[
+        "category"
+    ].choices
 
 
 def test_drill_down_lists_the_units_where_the_judge_disagrees_with_the_people(
