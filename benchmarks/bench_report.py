@@ -8,7 +8,9 @@ The script works in a database of its own (DATABASE_URL's name + "_bench"), crea
 filled with COPY, and drops it at the end (unless --keep). It prints the time of each stage of the
 report (reading the rows, hashing them, each statistic) and the total, each next to the same
 stage run with the straightforward implementation of benchmarks/report_baseline.py in the same
-process, and their ratio (--no-baseline skips the baseline).
+process, and their ratio (--no-baseline skips the baseline). Then it stores the default report
+as the analysis worker does and times the analysis page, the downloads and the API served from
+that snapshot, beside the recompute they no longer wait for (--no-pages skips it).
 """
 
 from __future__ import annotations
@@ -343,6 +345,56 @@ def _without_ci(report: Any) -> Any:
     return report
 
 
+def timed_pages(study_id: int, *, repeat: int = 5) -> dict[str, float]:
+    """Store the default report as the analysis worker does (timed: the recompute), then serve
+    the analysis page, the JSON and CSV downloads, a plot and the API from that snapshot through
+    Django's test client, `repeat` times each, and print the median time and statements of each.
+
+    The baseline in this run is the recompute itself: what a request cost when the page computed
+    the report while the researcher waited."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation.models import Study
+    from leaderboard.services.reports import agreement_report_snapshot
+
+    study = Study.objects.get(pk=study_id)
+    start = time.perf_counter()
+    agreement_report_snapshot(study=study, recompute=True)
+    recompute = time.perf_counter() - start
+    print(f"  recompute with the default parameters (worker, snapshot stored): {recompute:.2f} s")
+    admin = User.objects.filter(username="bench-admin").first() or User.objects.create_superuser(
+        "bench-admin", "bench@example.invalid", None
+    )
+    client = Client()
+    client.force_login(admin)
+    base = f"/studies/{study.slug}/analysis"
+    targets = {
+        "analysis page": f"{base}/",
+        "report.json": f"{base}/report.json",
+        "table agreement.csv": f"{base}/tables/agreement.csv",
+        "plot category-correlation.svg": f"{base}/plots/category-correlation.svg",
+        "API report": f"/api/v1/studies/{study.slug}/report/",
+    }
+    timings: dict[str, float] = {"recompute (worker)": recompute}
+    print(f"  {'served from the snapshot':<40} {'median':>10} {'statements':>11} {'status':>7}")
+    for label, path in targets.items():
+        times, statuses, statements = [], set(), 0
+        for _ in range(repeat):
+            with CaptureQueriesContext(connection) as queries:
+                start = time.perf_counter()
+                response = client.get(path)
+                times.append(time.perf_counter() - start)
+            statuses.add(response.status_code)
+            statements = len(queries)
+        timings[label] = float(np.median(times))
+        status = ",".join(str(s) for s in sorted(statuses))
+        print(f"  {label:<40} {timings[label] * 1000:>8.0f} ms {statements:>11} {status:>7}")
+    return timings
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--judgments", type=int, default=1_000_000)
@@ -355,6 +407,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     parser.add_argument(
         "--no-baseline", action="store_true", help="skip timing the straightforward baseline"
+    )
+    parser.add_argument(
+        "--pages-only", action="store_true", help="with --reuse: time only the served pages"
+    )
+    parser.add_argument(
+        "--no-pages", action="store_true", help="skip serving the pages from a stored snapshot"
     )
     parser.add_argument(
         "--reuse", action="store_true", help="use a kept benchmark database instead of filling one"
@@ -391,26 +449,36 @@ def main() -> int:
                 judgments=args.judgments, calls=args.calls, judges=args.judges, seed=args.seed
             )
             print(f"  filled with COPY in {time.perf_counter() - start:.1f} s")
-        print(
-            f"Report stages (ci_rounds={args.ci_rounds}, elo_rounds={args.elo_rounds}, "
-            f"bt_rounds={args.bt_rounds}):"
-        )
-        timings = timed_report(
-            study_id,
-            {
-                "ci_rounds": args.ci_rounds,
-                "elo_rounds": args.elo_rounds,
-                "bt_rounds": args.bt_rounds,
-            },
-            args.seed,
-            with_baseline=not args.no_baseline,
-        )
-        total = timings["FULL REPORT (agreement_report_build)"]
-        line = f"Full report: {total:.2f} s (target: under 10 s)"
-        slow = timings.get("FULL REPORT (agreement_report_build) (baseline)")
-        if slow is not None:
-            line += f"; baseline {slow:.2f} s in this run, {slow / total:.1f}x faster"
-        print(line)
+        if not args.pages_only:
+            print(
+                f"Report stages (ci_rounds={args.ci_rounds}, elo_rounds={args.elo_rounds}, "
+                f"bt_rounds={args.bt_rounds}):"
+            )
+            timings = timed_report(
+                study_id,
+                {
+                    "ci_rounds": args.ci_rounds,
+                    "elo_rounds": args.elo_rounds,
+                    "bt_rounds": args.bt_rounds,
+                },
+                args.seed,
+                with_baseline=not args.no_baseline,
+            )
+            total = timings["FULL REPORT (agreement_report_build)"]
+            line = f"Full report: {total:.2f} s (target: under 10 s)"
+            slow = timings.get("FULL REPORT (agreement_report_build) (baseline)")
+            if slow is not None:
+                line += f"; baseline {slow:.2f} s in this run, {slow / total:.1f}x faster"
+            print(line)
+        if not args.no_pages:
+            print("Served from a current snapshot (target: each under 150 ms, no row read):")
+            pages = timed_pages(study_id)
+            recompute = pages.pop("recompute (worker)")
+            slowest = max(pages.values())
+            print(
+                f"Slowest page: {slowest * 1000:.0f} ms; recompute {recompute:.2f} s in this "
+                f"run, {recompute / slowest:.0f}x slower"
+            )
     finally:
         connections.close_all()
         if not (args.keep or args.reuse):
