@@ -236,7 +236,13 @@ class JudgeCall(models.Model):
             ),
             models.CheckConstraint(condition=Q(cost_usd__gte=0), name="call_cost_non_negative"),
         ]
-        indexes = [models.Index(fields=["run", "status"], name="call_run_status")]
+        indexes = [
+            models.Index(fields=["run", "status"], name="call_run_status"),
+            # The report's data fingerprint reads each run's latest call and latest finished
+            # call from these (one backward index step per run).
+            models.Index(fields=["run", "finished_at"], name="call_run_finished"),
+            models.Index(fields=["run", "id"], name="call_run_id"),
+        ]
 
     def __str__(self) -> str:
         return f"call {self.pk} ({self.order})"

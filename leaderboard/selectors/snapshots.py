@@ -78,15 +78,8 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
     return digest.hexdigest()
 
 
-def study_data_fingerprint(*, study: Study) -> str:
-    """A cheap fingerprint of everything a report of the study reads: SHA-256 of counts and
-    largest ids (and times) of its pairs, answers, workers excluded, judgments, judge runs (with
-    their statuses), finished judge calls and answer scores, in one statement of index lookups.
-
-    A row added, deleted, finished or excluded changes it; so does a run changing status. Rows
-    edited in place without any of those (an answer's text changed in the admin) do not: ask for
-    a recompute on the page for those.
-    """
+def fingerprint_sql() -> str:
+    """The fingerprint's one statement (parameter: %(study)s); see study_data_fingerprint."""
     tables = {
         "pair": Pair._meta.db_table,
         "answer": Answer._meta.db_table,
@@ -97,29 +90,59 @@ def study_data_fingerprint(*, study: Study) -> str:
         "call": JudgeCall._meta.db_table,
         "score": AnswerScore._meta.db_table,
     }
+    deleted = {
+        name: f"(SELECT deletions FROM {counters} WHERE table_name = '{tables[name]}')"
+        for name, counters in (
+            ("pair", "annotation_rowdeletions"),
+            ("answer", "annotation_rowdeletions"),
+            ("judgment", "annotation_rowdeletions"),
+            ("call", "judges_rowdeletions"),
+            ("score", "judges_rowdeletions"),
+        )
+    }
     runs = f"SELECT id FROM {tables['run']} WHERE study_id = %(study)s"
-    sql = f"""
+
+    def latest_call(column: str) -> str:
+        # Per run, so that each is one backward step of the (run, column) index.
+        return f"""(SELECT max(last) FROM (SELECT (SELECT max(c.{column})
+            FROM {tables["call"]} c WHERE c.run_id = r.id) AS last
+            FROM {tables["run"]} r WHERE r.study_id = %(study)s) AS per_run)"""
+
+    return f"""
         SELECT
-          (SELECT count(*) FROM {tables["pair"]} WHERE study_id = %(study)s),
           (SELECT max(id) FROM {tables["pair"]} WHERE study_id = %(study)s),
-          (SELECT count(*) FROM {tables["answer"]} a JOIN {tables["prompt"]} p
-             ON p.id = a.prompt_id WHERE p.study_id = %(study)s),
-          (SELECT max(a.id) FROM {tables["answer"]} a JOIN {tables["prompt"]} p
-             ON p.id = a.prompt_id WHERE p.study_id = %(study)s),
+          {deleted["pair"]},
+          (SELECT max(a.id) FROM {tables["answer"]} a
+             WHERE a.prompt_id IN (SELECT id FROM {tables["prompt"]} WHERE study_id = %(study)s)),
+          {deleted["answer"]},
           (SELECT count(*) FROM {tables["worker"]} WHERE study_id = %(study)s AND excluded),
           (SELECT max(excluded_at) FROM {tables["worker"]} WHERE study_id = %(study)s),
-          (SELECT count(*) FROM {tables["judgment"]} WHERE study_id = %(study)s),
           (SELECT max(id) FROM {tables["judgment"]} WHERE study_id = %(study)s),
+          {deleted["judgment"]},
           (SELECT string_agg(id || ':' || status, ',' ORDER BY id) FROM {tables["run"]}
              WHERE study_id = %(study)s),
-          (SELECT count(*) FROM {tables["call"]} WHERE run_id IN ({runs}) AND status = 'done'),
-          (SELECT max(id) FROM {tables["call"]} WHERE run_id IN ({runs})),
-          (SELECT max(finished_at) FROM {tables["call"]} WHERE run_id IN ({runs})),
-          (SELECT count(*) FROM {tables["score"]} WHERE run_id IN ({runs})),
-          (SELECT max(id) FROM {tables["score"]} WHERE run_id IN ({runs}))
+          {latest_call("id")},
+          {latest_call("finished_at")},
+          {deleted["call"]},
+          (SELECT max(id) FROM {tables["score"]} WHERE run_id IN ({runs})),
+          {deleted["score"]}
+    """
+
+
+def study_data_fingerprint(*, study: Study) -> str:
+    """A cheap fingerprint of everything a report of the study reads: SHA-256 of the largest ids
+    of its pairs, answers, judgments, judge calls and answer scores, each run's latest finished
+    call, its runs with their statuses, its excluded workers, and the deletion counters
+    of those tables, in one statement of index lookups that does not grow with the study.
+
+    A row added, finished or excluded changes it; so does a run changing status, and a row
+    deleted anywhere (the counters are kept by statement-level triggers, see
+    annotation/migrations/0009_row_deletions.py; global, so a deletion in another study marks
+    this one changed too). Rows edited in place without any of those (an answer's text changed
+    in the admin) do not: ask for a recompute on the page for those.
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"study": study.pk})
+        cursor.execute(fingerprint_sql(), {"study": study.pk})
         row = cursor.fetchone()
     text = "|".join("" if value is None else str(value) for value in row)
     return hashlib.sha256(text.encode()).hexdigest()
