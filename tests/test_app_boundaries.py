@@ -1,5 +1,9 @@
 """An app writes only its own tables; a write to another app's rows goes through that app's
-services (DESIGN.md, "Apps and where things live"). Checked here by reading the source.
+services; and dependencies point one way: leaderboard reads annotation and judges, judges reads
+annotation, annotation knows neither, and `leaderboard.stats` knows nothing of Django (DESIGN.md,
+"Apps and where things live"). Checked here by reading the source.
+
+Every import counts, at the top of a module or inside a function.
 
 The check parses every module of annotation/, judges/ and leaderboard/ (migrations aside) and
 refuses:
@@ -29,6 +33,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 APPS = ("annotation", "judges", "leaderboard")
+# The other apps each app may import.
+MAY_IMPORT = {
+    "annotation": frozenset(),
+    "judges": frozenset({"annotation"}),
+    "leaderboard": frozenset({"annotation", "judges"}),
+}
+# What `leaderboard.stats` may not import: Django, or any app but itself.
+STATS = "leaderboard/stats/"
+STATS_REFUSES = ("django", "rest_framework", "config", *APPS)
 WRITES = frozenset(
     {
         "create",
@@ -227,6 +240,29 @@ def violations_in(source: str, path: str, app: str) -> list[Violation]:
     return sorted(found, key=lambda v: v.line)
 
 
+def imports_in(source: str, path: str, app: str) -> list[Violation]:
+    """The imports of `source`, a module of `app`, that point against the dependency rule."""
+    found: list[Violation] = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            owner = name.split(".")[0]
+            if owner in APPS and owner != app and owner not in MAY_IMPORT[app]:
+                found.append(Violation(path, node.lineno, f"{app} imports {name}"))
+            elif (
+                path.startswith(STATS)
+                and owner in STATS_REFUSES
+                and not name.startswith("leaderboard.stats")
+            ):
+                found.append(Violation(path, node.lineno, f"leaderboard.stats imports {name}"))
+    return found
+
+
 def app_modules() -> Iterator[tuple[str, str]]:
     for app in APPS:
         for path in sorted((REPO / app).rglob("*.py")):
@@ -244,6 +280,55 @@ def test_no_app_writes_another_apps_tables_except_through_its_services() -> None
         "Write through the owning app's service instead (annotation/services/, judges/services/):\n"
         + "\n".join(map(str, found))
     )
+
+
+def test_dependencies_between_apps_point_one_way() -> None:
+    found = [
+        v
+        for app, path in app_modules()
+        for v in imports_in((REPO / path).read_text(encoding="utf-8"), path, app)
+    ]
+    assert not found, (
+        "leaderboard reads annotation and judges, judges reads annotation, annotation knows "
+        "neither, leaderboard.stats knows no Django; move the code to the app allowed to "
+        "import both:\n" + "\n".join(map(str, found))
+    )
+
+
+@pytest.mark.parametrize(
+    ("app", "path", "snippet"),
+    [
+        ("judges", "judges/services/x.py", "from leaderboard.services.contrast import build"),
+        ("judges", "judges/services/x.py", "def f():\n    from leaderboard import models"),
+        ("judges", "judges/x.py", "import leaderboard.selectors.contrast"),
+        ("annotation", "annotation/x.py", "from judges.models import Judge"),
+        ("annotation", "annotation/x.py", "def f():\n    import leaderboard"),
+        ("leaderboard", "leaderboard/stats/x.py", "from django.db import models"),
+        ("leaderboard", "leaderboard/stats/x.py", "from annotation.models import Pair"),
+        ("leaderboard", "leaderboard/stats/x.py", "from leaderboard.models import ReportSnapshot"),
+    ],
+)
+def test_the_check_catches_an_import_against_the_dependencies(
+    app: str, path: str, snippet: str
+) -> None:
+    assert imports_in(snippet, path, app), snippet
+
+
+@pytest.mark.parametrize(
+    ("app", "path", "snippet"),
+    [
+        ("judges", "judges/x.py", "from annotation.models import Pair\nfrom judges import models"),
+        ("leaderboard", "leaderboard/x.py", "from judges.models import Judge\nimport annotation"),
+        ("leaderboard", "leaderboard/x.py", "from django.db import models"),
+        ("leaderboard", "leaderboard/stats/x.py", "from leaderboard.stats.likert import collapse"),
+        ("leaderboard", "leaderboard/stats/x.py", "from . import likert\nimport numpy as np"),
+        ("annotation", "annotation/x.py", "from .models import Pair\nfrom django.db import models"),
+    ],
+)
+def test_the_check_lets_imports_along_the_dependencies_through(
+    app: str, path: str, snippet: str
+) -> None:
+    assert imports_in(snippet, path, app) == [], snippet
 
 
 def test_the_check_reads_the_modules_it_is_about() -> None:

@@ -1,5 +1,6 @@
-"""The demo's judges: two baselines that run anywhere, and a GPT-4 judge that needs a key; and
-the demo study's Contrast Instructions, on which every judge and person is measured."""
+"""The demo's judges: two baselines that run anywhere, and a GPT-4 judge that needs a key.
+
+The demo study's Contrast Instructions are built by `leaderboard.services.demo`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from annotation.models import ContrastSet, Study, System
-from annotation.services.contrast import ContrastSetError
-from annotation.services.pairs import PairsGenerationError, pairs_generate
 from judges.models import Judge
-from judges.reward.encoder import BackboneNotFound
 from judges.services.judges import judge_create
 
 DEMO_JUDGES: tuple[dict[str, object], ...] = (
@@ -39,26 +36,3 @@ def demo_judges_ensure() -> list[Judge]:
         existing = Judge.objects.filter(name=spec["name"]).first()
         judges.append(existing or judge_create(**spec))  # type: ignore[arg-type]
     return judges
-
-
-DEMO_CONTRAST_SYSTEM = "atlas-large"
-"""The demo's best answer r_A of a contrast pair: atlas-large's, the usual winner (see
-fixtures/README.md), since only the advice prompts are ranked."""
-
-
-def demo_contrast_ensure(*, study: Study) -> str:
-    """Build the demo study's contrast set (seed 0, the default window, atlas-large's answers as
-    the best) and its items, unless they exist; say what there is, or why there is none."""
-    from leaderboard.services.contrast import ContrastBuildError, contrast_set_build
-
-    system = System.objects.filter(study=study, name=DEMO_CONTRAST_SYSTEM).first()
-    try:
-        built = contrast_set_build(study=study, seed=0, best=ContrastSet.Best.SYSTEM, system=system)
-        items = pairs_generate(study=study, strategy="contrast", seed=0)
-    except (ContrastBuildError, ContrastSetError, PairsGenerationError, BackboneNotFound) as exc:
-        return f"Contrast set: none ({exc})"
-    made = items.created + items.already_present
-    return (
-        f"Contrast set: {built.stored.contrast_set.pairs.count()} pairs of similar prompts, "
-        f"{made} contrast items."
-    )

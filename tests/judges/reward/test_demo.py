@@ -12,8 +12,8 @@ from judges.models import JudgeCall, JudgeRun, PLTraining
 from judges.reward.demo import DEMO_PL_NAME, demo_pl_model_queue
 from judges.reward.scoring import pl_run_execute
 from judges.reward.services import pl_training_execute
-from judges.services.demo import demo_contrast_ensure
 from leaderboard.selectors.contrast import score_consistency_read
+from leaderboard.services.demo import demo_contrast_ensure
 
 pytestmark = pytest.mark.django_db
 

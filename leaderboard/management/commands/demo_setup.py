@@ -1,4 +1,7 @@
-"""`python manage.py demo_setup`: load the demo study and print the log-ins and URLs."""
+"""`python manage.py demo_setup`: load the demo study and print the log-ins and URLs.
+
+In leaderboard because it sets up all three apps (the contrast set is leaderboard's), and only
+leaderboard may read both of the others."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ from django.core.management.base import BaseCommand
 
 from annotation.services.demo import demo_setup
 from judges.reward.demo import demo_pl_model_queue
-from judges.services.demo import demo_contrast_ensure, demo_judges_ensure
+from judges.services.demo import demo_judges_ensure
 from judges.services.judges import judge_readiness
+from leaderboard.services.demo import demo_contrast_ensure
 
 # What each printed log-in is for.
 LOGIN_PURPOSE = {
