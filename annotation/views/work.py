@@ -104,7 +104,7 @@ class EntryView(View):
         except StudyNotOpen as exc:
             return render(request, "annotation/work/no_work.html", {"message": exc.message})
         assert worker.user is not None
-        login(request, worker.user, backend="django.contrib.auth.backends.ModelBackend")
+        login(request, worker.user, backend="config.auth.AccountBackend")
         if request.session.session_key is None:
             request.session.save()  # a flushed session has its key only once saved
         session_key = request.session.session_key

@@ -71,8 +71,11 @@ MIDDLEWARE = [
 # together, so nobody can lock a researcher out from elsewhere.
 AUTHENTICATION_BACKENDS = [
     "config.auth.WebLoginThrottleBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend with its per-request user read compiled once (config/auth.py).
+    "config.auth.AccountBackend",
 ]
+# Django's database sessions, their per-request read compiled once (config/sessions.py).
+SESSION_ENGINE = "config.sessions"
 AXES_FAILURE_LIMIT: int = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=15.0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

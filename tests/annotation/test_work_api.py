@@ -8,10 +8,13 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
+from django.contrib.sessions.models import Session
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from annotation.api import SubmitInputSerializer, submit_input_plain
 from annotation.models import Assignment, HumanJudgment, Study, Worker
 from tests.annotation.work_helpers import enter_and_consent, make_pairs
 from tests.conftest import Cast
@@ -153,3 +156,52 @@ def test_the_api_needs_the_session_bound_by_the_panel_link(
     response = client.post(api(study, "next/"))
     assert response.status_code == 403
     assert not Assignment.objects.exists()
+
+
+def test_an_expired_session_or_a_deactivated_user_gets_nothing(
+    client: Client, study: Study
+) -> None:
+    worker = enter_and_consent(client, study, "PID1")
+    assert next_item(client, study)["status"] == "item"
+    assert worker.user is not None
+    User.objects.filter(pk=worker.user.pk).update(is_active=False)
+    assert client.post(api(study, "next/")).status_code == 403
+    User.objects.filter(pk=worker.user.pk).update(is_active=True)
+    assert client.post(api(study, "next/")).status_code == 200
+    Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))
+    assert client.post(api(study, "next/")).status_code == 403
+
+
+SUBMISSION = str(uuid.uuid4())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"submission_id": SUBMISSION, "likert": 3},
+        {"submission_id": SUBMISSION.upper(), "likert": None, "values": [" clarity "]},
+        {"submission_id": SUBMISSION.replace("-", ""), "reason": "  why \n", "comment": " c "},
+        {"submission_id": SUBMISSION, "acceptability_left": " accept", "axes_left": {"x": " y"}},
+        {"submission_id": SUBMISSION, "likert": 8, "unknown": "ignored"},
+        # Everything below goes to the serializer: it converts or refuses these.
+        {"submission_id": SUBMISSION, "likert": "3"},
+        {"submission_id": SUBMISSION, "likert": 3.0},
+        {"submission_id": SUBMISSION, "likert": True},
+        {"submission_id": SUBMISSION, "values": [""]},
+        {"submission_id": SUBMISSION, "values": None},
+        {"submission_id": SUBMISSION, "reason": "nul \x00"},
+        {"submission_id": SUBMISSION, "reason": 5},
+        {"submission_id": SUBMISSION, "axes_right": None},
+        {"submission_id": SUBMISSION, "axes_right": {"relevance": " "}},
+        {"submission_id": "not-a-uuid"},
+        {"likert": 3},
+        [1, 2],
+    ],
+)
+def test_a_submit_is_read_as_its_serializer_reads_it(data: object) -> None:
+    plain = submit_input_plain(data)
+    serializer = SubmitInputSerializer(data=data)
+    if plain is None:
+        return  # the API asks the serializer itself
+    assert serializer.is_valid(), serializer.errors
+    assert plain == dict(serializer.validated_data)
