@@ -5,7 +5,8 @@ machine (profiled: about a third of an annotator's next + submit cycle went to c
 few queries again on every request), more than PostgreSQL takes to answer them. A
 :class:`PreparedSelect` compiles its queryset the first time it is used, keeps the SQL and
 Django's description of the columns, and afterwards only binds the new parameters and builds the
-instances as a queryset would (the row, its `select_related` objects, the database converters).
+instances as a queryset would (the row, its `select_related` objects, its annotations, the
+database converters).
 """
 
 from __future__ import annotations
@@ -99,4 +100,6 @@ class PreparedSelect(Generic[M]):
         populators = get_related_populators(klass_info, select, DEFAULT_DB_ALIAS)  # type: ignore[call-arg]
         for populator in populators:
             populator.populate(converted, obj)
+        for name, position in compiler.annotation_col_map.items():
+            setattr(obj, name, converted[position])
         return obj

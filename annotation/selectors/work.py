@@ -11,7 +11,8 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
@@ -97,13 +98,48 @@ _WORKER_IN_STUDY: PreparedSelect[Worker] = PreparedSelect(
 )
 
 
-def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> Assignment | None:
-    """One of the worker's own assignments; another worker's id finds nothing."""
-    return (
+# What an item shows, read with its assignment in one joined query.
+ITEM_RELATED = ("study", "pair__prompt", "pair__answer_a", "pair__answer_b")
+
+
+@dataclass(frozen=True)
+class HeldAssignment:
+    """One of a worker's assignments and the count of their submitted ones (their progress)."""
+
+    assignment: Assignment
+    done: int
+
+
+def assignment_get_for_worker(*, worker: Worker, public_id: UUID) -> HeldAssignment | None:
+    """One of the worker's own assignments, with what its item shows and the worker's submitted
+    count, in one query; another worker's id finds nothing."""
+    assignment = _WORKERS_ASSIGNMENT.first(worker.pk, public_id)
+    if assignment is None:
+        return None
+    done: int = assignment.done  # type: ignore[attr-defined]  # the query's annotation
+    return HeldAssignment(assignment=assignment, done=done)
+
+
+_WORKERS_ASSIGNMENT: PreparedSelect[Assignment] = PreparedSelect(
+    lambda worker_id, public_id: (
         Assignment.objects.select_related(*ITEM_RELATED)
-        .filter(worker=worker, public_id=public_id)
-        .first()
+        .filter(worker_id=worker_id, public_id=public_id)
+        .annotate(
+            done=Coalesce(
+                Subquery(
+                    Assignment.objects.filter(
+                        worker_id=OuterRef("worker_id"), status=Assignment.Status.SUBMITTED
+                    )
+                    .order_by()
+                    .values("worker_id")
+                    .annotate(count=Count("pk"))
+                    .values("count")
+                ),
+                0,
+            )
+        )
     )
+)
 
 
 @dataclass(frozen=True)
@@ -153,8 +189,6 @@ class WorkItem:
     expires_at: datetime
 
 
-# What an item shows, read with its assignment in one joined query.
-ITEM_RELATED = ("study", "pair__prompt", "pair__answer_a", "pair__answer_b")
 _ITEM: PreparedSelect[Assignment] = PreparedSelect(
     lambda pk: Assignment.objects.select_related(*ITEM_RELATED).filter(pk=pk)
 )

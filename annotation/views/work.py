@@ -29,6 +29,8 @@ from annotation.models import (
 from annotation.panels import panel_get
 from annotation.rendering import markdown_render_safe
 from annotation.selectors.work import (
+    HeldAssignment,
+    Progress,
     assignment_get_for_worker,
     work_item_build,
     worker_get_in_study,
@@ -207,10 +209,11 @@ class NextView(WorkerView):
 
 
 def _item_context(
-    view: WorkerView, assignment: Assignment, *, posted: dict[str, Any] | None = None
+    view: WorkerView, held: HeldAssignment, *, posted: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    study = view.study
-    progress = worker_progress(worker=view.worker)
+    study, assignment = view.study, held.assignment
+    # Counted in the query that read the assignment (assignment_get_for_worker): no count here.
+    progress = Progress(done=held.done, target=study.target_per_worker)
     return {
         "study": study,
         "item": work_item_build(assignment=assignment),
@@ -239,32 +242,34 @@ def _gold_warning_due(worker: Worker, done: int) -> bool:
 class ItemView(WorkerView):
     """One reserved item: GET shows the forms, POST submits them."""
 
-    def _assignment(self, public_id: uuid.UUID) -> Assignment:
-        assignment = assignment_get_for_worker(worker=self.worker, public_id=public_id)
-        if assignment is None:
+    def _held(self, public_id: uuid.UUID) -> HeldAssignment:
+        held = assignment_get_for_worker(worker=self.worker, public_id=public_id)
+        if held is None:
             raise Http404("No such item.")
-        return assignment
+        return held
 
     def get(self, request: HttpRequest, slug: str, public_id: uuid.UUID) -> HttpResponse:
-        assignment = self._assignment(public_id)
+        held = self._held(public_id)
+        assignment = held.assignment
         if assignment.status != Assignment.Status.RESERVED:
             return redirect("work:next", slug=slug)
         if assignment.expires_at <= timezone.now():
             messages.info(request, "The time for that item ran out; here is a new one.")
             return redirect("work:next", slug=slug)
-        return render(request, "annotation/work/item.html", _item_context(self, assignment))
+        return render(request, "annotation/work/item.html", _item_context(self, held))
 
     def post(self, request: HttpRequest, slug: str, public_id: uuid.UUID) -> HttpResponse:
-        assignment = self._assignment(public_id)
+        held = self._held(public_id)
         posted = parse_judgment_post(request, study=self.study)
         try:
             judgment_submit(
-                assignment_public_id=assignment.public_id,
+                assignment_public_id=held.assignment.public_id,
                 worker=self.worker,
                 **posted,
             )
         except JudgmentInvalid as exc:
-            context = _item_context(self, assignment, posted=posted)
+            # Nothing was saved: the count read with the assignment is still the worker's.
+            context = _item_context(self, held, posted=posted)
             context.update(error=exc.message, error_field=exc.field)
             return render(request, "annotation/work/item.html", context, status=400)
         except (AssignmentExpired, AssignmentClosed) as exc:

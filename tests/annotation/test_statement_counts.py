@@ -37,6 +37,10 @@ NEXT_STATEMENTS = 5
 #      worker's submitted count for the progress shown, 10. the pay entry's INSERT,
 #   11. the savepoint's release (COMMIT in production).
 SUBMIT_STATEMENTS = 11
+# The browser's item page (GET /work/<study>/item/<id>/, where the work page's claim redirects):
+#   1. the session, 2. the user, 3. the worker with its study, 4. the assignment with its pair,
+#   prompt, both answers and study, and the worker's submitted count for the progress shown.
+ITEM_PAGE_STATEMENTS = 4
 
 
 @pytest.fixture
@@ -82,14 +86,17 @@ def cycle(client: Client, worker: Worker, queries: Any) -> None:
     assert response.json()["progress"]["done"] == submitted(worker)
     item = response.json()["item"]["id"]
     with queries(SUBMIT_STATEMENTS):
-        saved = post(
-            client,
-            worker,
-            f"items/{item}/submit/",
-            {"submission_id": str(uuid.uuid4()), "likert": 3},
-        )
-    assert saved.status_code == 201
+        saved = submit(client, worker, item)
     assert saved.json()["progress"]["done"] == submitted(worker)
+
+
+def submit(client: Client, worker: Worker, item: str) -> Any:
+    """Submit a Likert score for one of the worker's items through the API; it is saved."""
+    saved = post(
+        client, worker, f"items/{item}/submit/", {"submission_id": str(uuid.uuid4()), "likert": 3}
+    )
+    assert saved.status_code == 201
+    return saved
 
 
 def submitted(worker: Worker) -> int:
@@ -150,3 +157,26 @@ def test_the_work_page_out_of_work_ends_the_session_and_writes_nothing_else(
     assert written == {"annotation_worker": 1}
     done, written = written_by(lambda: client.get(page["Location"]))
     assert done.status_code == 200 and written == {}
+
+
+def test_the_item_page_shows_the_progress_read_with_its_item_in_pinned_statements(
+    entered: tuple[Client, Worker], django_assert_num_queries: Any
+) -> None:
+    client, worker = entered
+    slug = worker.study.slug
+    for round in range(3):
+        page = client.get(f"/work/{slug}/")
+        assert page.status_code == 302 and "/item/" in page["Location"]
+        # The process's first request reads the study once more (a per-process cache fills).
+        counted = (
+            CaptureQueriesContext(connection)
+            if round == 0
+            else django_assert_num_queries(ITEM_PAGE_STATEMENTS)
+        )
+        with counted:
+            item = client.get(page["Location"])
+        assert item.status_code == 200
+        done = submitted(worker)
+        assert item.context["progress"].done == done == round
+        assert f"Item {done + 1} of {worker.study.target_per_worker}" in item.content.decode()
+        submit(client, worker, page["Location"].rstrip("/").rsplit("/", 1)[1])
