@@ -18,8 +18,8 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import Pair, Study
-from annotation.roles import Role
-from annotation.selectors.studies import study_list_for_user, user_has_role
+from annotation.selectors.studies import study_list_for_user
+from config.access import is_researcher_or_admin
 from config.broker import BrokerUnavailable, broker_check, queue_length, task_send
 from config.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
@@ -60,7 +60,8 @@ class JudgeNotReady(Exception):
 
 
 def _check_may_run(*, user: User, study: Study) -> None:
-    may = user_has_role(user, Role.ADMIN) or user_has_role(user, Role.RESEARCHER)
+    """Only a researcher or admin (the pages' rule) who may read the study starts or cancels."""
+    may = is_researcher_or_admin(user)
     if not may or not study_list_for_user(user=user).filter(pk=study.pk).exists():
         raise PermissionDenied(f"{user} may not run judges on study {study.slug!r}")
 
