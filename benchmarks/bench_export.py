@@ -6,7 +6,8 @@ Run from the repository root, with DATABASE_URL pointing at a PostgreSQL server:
         [--judgments 300000] [--calls 300000] [--json results.json]
 
 It works in a database of its own (DATABASE_URL's name + "_bench"), filled with COPY by
-benchmarks/bench_report.py's `fill`, and drops it at the end. Each export is written to a
+benchmarks/bench_report.py's `fill`, and drops it at the end; with --keep (and --reuse) it is
+"_bench_export_kept", which `make bench` and other runs never drop. Each export is written to a
 temporary file in a forked process of its own, so that its peak memory (the rise of VmHWM over
 the process's resident size when it started) is its own. Next to each, the export as it was
 before it streamed (benchmarks/export_baseline.py), in the same run on the same rows. With
@@ -120,7 +121,8 @@ def main() -> int:
     from benchmarks.bench_report import bench_database_url, fill, recreate_database
 
     url, name = bench_database_url(
-        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord")
+        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord"),
+        kept="export" if args.keep or args.reuse else "",
     )
     os.environ["DATABASE_URL"] = url
     if not args.reuse:

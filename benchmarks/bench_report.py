@@ -5,7 +5,8 @@ Run from the repository root, with DATABASE_URL pointing at a PostgreSQL server:
     DJANGO_SETTINGS_MODULE=config.settings.test PYTHONPATH=. python benchmarks/bench_report.py
 
 The script works in a database of its own (DATABASE_URL's name + "_bench"), created, migrated and
-filled with COPY, and drops it at the end (unless --keep). It prints the time of each stage of the
+filled with COPY, and drops it at the end; with --keep (and --reuse) it is "_bench_report_kept",
+which no other run drops. It prints the time of each stage of the
 report (reading the rows, hashing them, each statistic) and the total, each next to the same
 stage run with the straightforward implementation of benchmarks/report_baseline.py in the same
 process, and their ratio (--no-baseline skips the baseline). Then it stores the default report
@@ -27,10 +28,15 @@ from urllib.parse import urlparse, urlunparse
 import numpy as np
 
 
-def bench_database_url(url: str) -> tuple[str, str]:
-    """The benchmark's own database URL and name, next to the one in DATABASE_URL."""
+def bench_database_url(url: str, *, kept: str = "") -> tuple[str, str]:
+    """The benchmark's own database URL and name, next to the one in DATABASE_URL.
+
+    `<name>_bench` for a run that drops its database at the end (as `make bench` does); with
+    `kept`, the script's name, `<name>_bench_<kept>_kept` for a run with --keep or --reuse, so
+    that no other run's create or drop reaches a database kept for later.
+    """
     parts = urlparse(url)
-    name = parts.path.lstrip("/") + "_bench"
+    name = parts.path.lstrip("/") + (f"_bench_{kept}_kept" if kept else "_bench")
     return urlunparse(parts._replace(path="/" + name)), name
 
 
@@ -422,7 +428,8 @@ def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     # Point the settings at the benchmark's database before Django reads them.
     url, name = bench_database_url(
-        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord")
+        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/concord"),
+        kept="report" if args.keep or args.reuse else "",
     )
     os.environ["DATABASE_URL"] = url
     if not args.reuse:
