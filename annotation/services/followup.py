@@ -91,6 +91,8 @@ def followup_study_copy(
         gold_share=0,
         categories=study.categories,
     )
+    # One INSERT per table (not one per row): prompts, systems and answers are built first, in
+    # the order the pairs meet them, so the answers' new ids keep the order they are built in.
     prompts: dict[int, Prompt] = {}
     systems: dict[int, System] = {}
     answers: dict[int, Answer] = {}
@@ -99,13 +101,13 @@ def followup_study_copy(
         if answer.pk not in answers:
             system = answer.system
             if system.pk not in systems:
-                systems[system.pk] = System.objects.create(
+                systems[system.pk] = System(
                     study=followup,
                     name=system.name,
                     version=system.version,
                     decoding=system.decoding,
                 )
-            answers[answer.pk] = Answer.objects.create(
+            answers[answer.pk] = Answer(
                 prompt=prompt,
                 system=systems[system.pk],
                 turns=answer.turns,
@@ -118,11 +120,11 @@ def followup_study_copy(
             )
         return answers[answer.pk]
 
-    pair_of: dict[int, int] = {}
+    copied: list[tuple[Pair, Prompt, Answer, Answer]] = []
     for pair in originals:
         source = pair.prompt
         if source.pk not in prompts:
-            prompts[source.pk] = Prompt.objects.create(
+            prompts[source.pk] = Prompt(
                 study=followup,
                 external_id=source.external_id,
                 category=source.category,
@@ -130,22 +132,30 @@ def followup_study_copy(
             )
         prompt = prompts[source.pk]
         first, second = sorted((pair.answer_a, pair.answer_b), key=lambda a: a.pk)
-        new_a, new_b = copy_answer(first, prompt), copy_answer(second, prompt)
+        copied.append((pair, prompt, copy_answer(first, prompt), copy_answer(second, prompt)))
+    Prompt.objects.bulk_create(list(prompts.values()))
+    System.objects.bulk_create(list(systems.values()))
+    Answer.objects.bulk_create(list(answers.values()))
+    copies: list[Pair] = []
+    for pair, prompt, new_a, new_b in copied:
         winner = winners[pair.pk]
         # An answer copied earlier for another pair may have the larger id: keep the copy
         # canonical (A has the smaller id) and name its winner in the copy's terms.
         if new_a.pk > new_b.pk:
             new_a, new_b = new_b, new_a
             winner = Preference.B if winner == Preference.A else Preference.A
-        copy = Pair.objects.create(
-            study=followup,
-            prompt=prompt,
-            answer_a=new_a,
-            answer_b=new_b,
-            turn=pair.turn,
-            source=Pair.Source.SAMPLE,
-            rationale_winner=winner,
+        copies.append(
+            Pair(
+                study=followup,
+                prompt=prompt,
+                answer_a=new_a,
+                answer_b=new_b,
+                turn=pair.turn,
+                source=Pair.Source.SAMPLE,
+                rationale_winner=winner,
+            )
         )
-        pair_of[pair.pk] = copy.pk
+    Pair.objects.bulk_create(copies)
+    pair_of = {pair.pk: copy.pk for (pair, *_), copy in zip(copied, copies, strict=True)}
     study_member_add(study=followup, user=user)
     return FollowupCopy(study=followup, pair_of=pair_of)
