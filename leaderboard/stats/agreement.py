@@ -188,6 +188,27 @@ def _alpha_of(
     return 1.0 - (float(n_c.sum()) - 1.0) * float((coincidences * distance).sum()) / expected
 
 
+def _alphas_of(
+    coincidences: npt.NDArray[np.float64], domain: npt.NDArray[np.float64], level: Level
+) -> npt.NDArray[np.float64]:
+    """:func:`_alpha_of` of each matrix of a rounds x values x values stack, at once (the
+    ordinal distances from each round's own marginals); NaN where a round's ``D_e`` is 0."""
+    n_c = coincidences.sum(axis=1)
+    if level == "ordinal":
+        cumulative = np.concatenate([np.zeros((len(n_c), 1)), np.cumsum(n_c, axis=1)], axis=1)
+        i = np.arange(len(domain))
+        low, high = np.minimum(i[:, None], i[None, :]), np.maximum(i[:, None], i[None, :])
+        between = cumulative[:, high + 1] - cumulative[:, low]
+        distance = (between - (n_c[:, low] + n_c[:, high]) / 2.0) ** 2
+    else:
+        distance = np.broadcast_to(_alpha_distances(domain, n_c[0], level), coincidences.shape)
+    expected = np.einsum("rc,rck,rk->r", n_c, distance, n_c)
+    observed = np.einsum("rck,rck->r", coincidences, distance)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alphas = 1.0 - (n_c.sum(axis=1) - 1.0) * observed / expected
+    return np.where(expected == 0.0, math.nan, alphas)
+
+
 def krippendorff_alpha_interval(
     units: npt.ArrayLike | Sequence[Any] | pd.Series,
     values: npt.ArrayLike | Sequence[Any] | pd.Series,
@@ -211,13 +232,14 @@ def krippendorff_alpha_interval(
     alpha by resampling units). Rounds whose sample has no expected disagreement are skipped.
     ``clusters`` in the result counts the units or clusters drawn; NaN everywhere when alpha is.
     """
-    estimate = krippendorff_alpha_from_long(units, values, level)
     pairable = _pairable_counts(units, values, level)
     if pairable is None:
         return percentile_interval(
             math.nan, np.full(rounds, math.nan), confidence=confidence, seed=seed, clusters=0
         )
     counts, domain, kept = pairable
+    # What krippendorff_alpha_from_long computes, from the counts already made.
+    estimate = _alpha_of(_coincidences(counts), domain, level)
     v = counts.shape[1]
     if clusters is None:
         # Units with the same value counts are interchangeable: one row per distinct count.
@@ -228,7 +250,7 @@ def krippendorff_alpha_interval(
         rows = _cluster_coincidences(units, values, clusters, counts, kept)
         multiplicity, drawn = None, len(rows)
     sums = cluster_sums(rows, rounds=rounds, seed=seed, multiplicity=multiplicity)
-    alphas = np.array([_alpha_of(o.reshape(v, v), domain, level) for o in sums])
+    alphas = _alphas_of(sums.reshape(-1, v, v), domain, level)
     return percentile_interval(estimate, alphas, confidence=confidence, seed=seed, clusters=drawn)
 
 
@@ -267,10 +289,33 @@ def _cluster_coincidences(
     np.maximum.at(high, unit_codes, cluster_codes)
     if (low[kept] != high[kept]).any():
         raise ValueError("every rating of a unit must name the same cluster")
-    of_unit = low[kept]
-    order = np.argsort(of_unit, kind="stable")
-    starts = np.flatnonzero(np.r_[True, of_unit[order][1:] != of_unit[order][:-1]])
-    return np.add.reduceat(_unit_coincidences(counts[order]), starts, axis=0)
+    # Units with the same value counts have the same o_u: each cluster's sum is how many of its
+    # units have each distinct count row, times that row's o_u (clusters without a pairable
+    # unit are left out, as they add nothing to o).
+    clusters_of, cluster_of_unit = np.unique(low[kept], return_inverse=True)
+    distinct, row_of_unit = _distinct_rows(counts)
+    per_cluster = np.bincount(
+        cluster_of_unit * len(distinct) + row_of_unit,
+        minlength=len(clusters_of) * len(distinct),
+    ).reshape(len(clusters_of), len(distinct))
+    return per_cluster.astype(np.float64) @ _unit_coincidences(distinct)
+
+
+def _distinct_rows(
+    counts: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]:
+    """The distinct rows of a units x values matrix of whole counts (sorted) and each unit's
+    row among them: the rows are read as numbers in base (largest count + 1), which sort as
+    the rows do, when those fit in 63 bits (else ``numpy.unique`` on the rows, a sort of rows
+    that costs seconds for a million units)."""
+    base = int(counts.max()) + 1 if counts.size else 1
+    if counts.shape[1] * math.log2(base) < 62:
+        weights = base ** np.arange(counts.shape[1] - 1, -1, -1, dtype=np.int64)
+        codes, row_of_unit = np.unique(counts.astype(np.int64) @ weights, return_inverse=True)
+        digits = (codes[:, None] // weights[None, :]) % base
+        return digits.astype(np.float64), row_of_unit.reshape(-1)
+    distinct, row_of_unit = np.unique(counts, axis=0, return_inverse=True)
+    return distinct, row_of_unit.reshape(-1)
 
 
 def _alpha_distances(

@@ -43,14 +43,21 @@ def cluster_sums(
     ``rows`` is a C x k matrix, one row per cluster (the sums of its units' contributions). A
     round draws C clusters uniformly with replacement, C times (the cluster, or block, bootstrap:
     B. Efron & R. Tibshirani (1993), "An Introduction to the Bootstrap", section 8.5 and ch. 13),
-    and sums their rows. Clusters with equal rows are interchangeable, so a round is drawn as how
-    often each distinct row is picked: with the distinct rows ``u_j`` (sorted) and ``c_j`` the
-    clusters that have them, ``w = numpy.random.default_rng(seed).multinomial(C, c / C,
-    size=rounds)`` (in blocks of rounds, the generator's stream continuing) and round ``r``'s sums
-    are ``sum_j w_rj u_j``: the distribution of drawing C clusters with replacement, at a cost
-    that grows with the distinct rows, not the clusters. With ``multiplicity``, row ``j``
-    stands for ``multiplicity[j]`` clusters with that row (the caller has merged them; the rows
-    are used in the order given). Returns a rounds x k matrix.
+    and sums their rows. With ``rng = numpy.random.default_rng(seed)``, in blocks of rounds (the
+    generator's stream continuing), a round is drawn one of two ways, both that distribution:
+
+    - when the distinct rows ``u_j`` (sorted; ``c_j`` clusters have them) are at most a quarter
+      of the clusters, as how often each distinct row is picked,
+      ``w = rng.multinomial(C, c / C, size=rounds)``, round ``r``'s sums ``sum_j w_rj u_j``: a
+      cost that grows with the distinct rows, not the clusters;
+    - otherwise (clusters that mostly differ, such as prompts' sums), as C cluster indices
+      ``rng.integers(0, C, size=(rounds, C), dtype=numpy.int32)``, counted per cluster
+      (``numpy.bincount``) and multiplied into the rows: C uniform integers per round are
+      cheaper than a binomial draw per distinct row.
+
+    With ``multiplicity``, row ``j`` stands for ``multiplicity[j]`` clusters with that row (the
+    caller has merged them; the rows are used in the order given, drawn by the first way).
+    Returns a rounds x k matrix.
     """
     table = np.asarray(rows, dtype=np.float64)
     if table.ndim != 2:
@@ -68,11 +75,19 @@ def cluster_sums(
         return np.zeros((rounds, table.shape[1]))
     rng = np.random.default_rng(seed)
     sums = np.empty((rounds, table.shape[1]))
-    block = max(1, _BLOCK_CELLS // len(counts))
+    by_index = multiplicity is None and 4 * len(counts) > clusters
+    block = max(1, _BLOCK_CELLS // (clusters if by_index else len(counts)))
     for start in range(0, rounds, block):
         size = min(block, rounds - start)
-        weights = rng.multinomial(clusters, counts / clusters, size=size).astype(np.float64)
-        sums[start : start + size] = weights @ distinct
+        if by_index:
+            # Fewer than 2**31 cells per block (_BLOCK_CELLS): 32-bit draws and offsets.
+            picks = rng.integers(0, clusters, size=(size, clusters), dtype=np.int32)
+            picks += (np.arange(size, dtype=np.int32) * np.int32(clusters))[:, None]
+            weights = np.bincount(picks.ravel(), minlength=size * clusters).reshape(size, clusters)
+            sums[start : start + size] = weights.astype(np.float64) @ table
+        else:
+            weights = rng.multinomial(clusters, counts / clusters, size=size).astype(np.float64)
+            sums[start : start + size] = weights @ distinct
     return sums
 
 

@@ -10,6 +10,9 @@ import pytest
 
 from leaderboard.stats.agreement import (
     Level,
+    _alpha_of,
+    _alphas_of,
+    _distinct_rows,
     fleiss_kappa,
     fleiss_kappa_interval,
     krippendorff_alpha_from_long,
@@ -158,3 +161,58 @@ def test_cluster_sums_draw_c_clusters_with_replacement() -> None:
     # On average the column sums of the matrix; the draws vary from round to round.
     assert sums[:, 1:].mean(axis=0) == pytest.approx(rows[:, 1:].sum(axis=0), abs=0.1)
     assert sums[:, 1].std() > 0.5
+
+
+def test_cluster_sums_of_few_distinct_rows_draw_by_counts() -> None:
+    # 300 clusters of two kinds of row: drawn as counts per distinct row, same distribution.
+    rows = np.array([[1.0, 1.0]] * 100 + [[1.0, 0.0]] * 200)
+
+    sums = cluster_sums(rows, rounds=4000, seed=1)
+
+    assert (sums[:, 0] == 300).all()
+    # The first kind is picked Binomial(300, 1/3) times: mean 100, sd sqrt(300 * 2/9) = 8.2.
+    assert sums[:, 1].mean() == pytest.approx(100, abs=0.6)
+    assert sums[:, 1].std() == pytest.approx(math.sqrt(300 * 2 / 9), rel=0.05)
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
+def test_alphas_of_a_stack_equal_alpha_of_each_matrix(level: Level) -> None:
+    # The interval computes every round's alpha at once; each must be the one-matrix alpha.
+    rng = np.random.default_rng(3)
+    domain = np.array([1.0, 2.0, 4.0, 5.0, 8.0])
+    stack = rng.integers(0, 6, size=(50, 5, 5)).astype(np.float64)
+    stack = stack + stack.transpose(0, 2, 1)  # coincidence matrices are symmetric
+    stack[7] = 0.0
+    stack[7, 2, 2] = 4.0  # one value only: D_e = 0, alpha undefined
+
+    got = _alphas_of(stack, domain, level)
+
+    expected = [_alpha_of(matrix, domain, level) for matrix in stack]
+    assert np.isnan(got[7]) and math.isnan(expected[7])
+    assert np.delete(got, 7) == pytest.approx(np.delete(expected, 7), rel=1e-12)
+
+
+def test_distinct_rows_are_numpy_unique_rows() -> None:
+    # Count rows read as numbers (fast) give the rows and inverse numpy.unique gives.
+    rng = np.random.default_rng(4)
+    counts = rng.integers(0, 4, size=(2000, 8)).astype(np.float64)
+
+    distinct, row_of_unit = _distinct_rows(counts)
+
+    expected, inverse = np.unique(counts, axis=0, return_inverse=True)
+    assert (distinct == expected).all()
+    assert (row_of_unit == inverse.reshape(-1)).all()
+    assert (distinct[row_of_unit] == counts).all()
+
+
+def test_cluster_sums_of_distinct_rows_draw_cluster_indices() -> None:
+    # 300 different rows: drawn as 300 cluster indices a round; the sum of the second column
+    # then has mean 300 * mean(x) and variance 300 * var(x) (x = 0..299, population variance).
+    x = np.arange(300, dtype=np.float64)
+    rows = np.column_stack([np.ones(300), x])
+
+    sums = cluster_sums(rows, rounds=4000, seed=2)
+
+    assert (sums[:, 0] == 300).all()
+    assert sums[:, 1].mean() == pytest.approx(300 * x.mean(), rel=0.002)
+    assert sums[:, 1].std() == pytest.approx(math.sqrt(300 * x.var()), rel=0.05)
