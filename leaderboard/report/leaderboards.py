@@ -25,7 +25,11 @@ from leaderboard.report.base import (
 from leaderboard.stats.correlation import Correlation
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.ranking import RankCorrelation, rank_correlation
-from leaderboard.stats.ratings import bradley_terry, elo_bootstrap
+from leaderboard.stats.ratings import (
+    bradley_terry,
+    elo_bootstrap,
+    elo_bootstrap_ties_kept_and_dropped,
+)
 
 KINDS = (
     ("bradley_terry", "bradley-terry", "Bradley-Terry (Elo scale, bootstrap 95% interval)"),
@@ -106,25 +110,29 @@ def board_compute(frame: pd.DataFrame, params: ReportParams, prompt_of: pd.Serie
     The Elo and Bradley-Terry intervals resample prompts (``params.resample``, the default: all
     of a prompt's battles together) or battles. Rounds are cut for a large source so that the
     report keeps its time (``rounds_within``); the board states the unit and rounds run."""
-    with_ties, without_ties = battles_of(frame, ties=True), battles_of(frame, ties=False)
+    with_ties = battles_of(frame, ties=True)
     elo_rounds = rounds_within(params.elo_rounds, len(with_ties), ELO_UPDATES_BUDGET)
-    clusters = clusters_without_ties = None
+    clusters = None
     bt_rounds = params.bt_rounds
     if params.resample == "prompt":
         clusters = prompt_of.reindex(frame["pair_id"]).to_numpy()
-        clusters_without_ties = clusters[(frame["label"] != "tie").to_numpy()]
         prompts = len(pd.unique(clusters))
         bt_rounds = rounds_within(params.bt_rounds, prompts, BT_PROMPT_DRAWS_BUDGET)
 
-    def elo(battles: pd.DataFrame, prompts: Any) -> list[ModelRating]:
-        return _ratings(
-            elo_bootstrap(battles, rounds=elo_rounds, seed=params.seed, clusters=prompts)
+    if clusters is not None:
+        # Both boards from the same resampled prompts, in one pass over the rounds.
+        kept, dropped = elo_bootstrap_ties_kept_and_dropped(
+            with_ties, clusters=clusters, rounds=elo_rounds, seed=params.seed
         )
+    else:
+        kept = elo_bootstrap(with_ties, rounds=elo_rounds, seed=params.seed)
+        without_ties = battles_of(frame, ties=False)
+        dropped = elo_bootstrap(without_ties, rounds=elo_rounds, seed=params.seed)
 
     return Board(
         battles=len(with_ties),
-        elo_with_ties=elo(with_ties, clusters),
-        elo_without_ties=elo(without_ties, clusters_without_ties),
+        elo_with_ties=_ratings(kept),
+        elo_without_ties=_ratings(dropped),
         bradley_terry=_ratings(
             bradley_terry(with_ties, rounds=bt_rounds, seed=params.seed, clusters=clusters)
         ),

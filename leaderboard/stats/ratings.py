@@ -211,12 +211,13 @@ def _mark_played(
     width: int,
     kind_a: npt.NDArray[np.uint64],
     kind_b: npt.NDArray[np.uint64],
+    counts: npt.NDArray[np.bool_],
 ) -> None:
     """Mark the models of the kinds seen in rounds ``group`` to ``group + width - 1`` as
-    played. Compiled by numba; called only compiled."""
+    played, of the kinds that ``counts`` marks. Compiled by numba; called only compiled."""
     for j in range(width):
         for kind in range(kind_a.size):
-            if seen[j, kind]:
+            if seen[j, kind] and counts[kind]:
                 played[group + j, kind_a[kind]] = True
                 played[group + j, kind_b[kind]] = True
 
@@ -271,6 +272,7 @@ def _elo_draws_loop(
     drawn = np.zeros((_CHUNK, _GROUP), dtype=np.uint32)
     state = np.zeros(_GROUP, dtype=np.uint64)
     seen = np.zeros((_GROUP, kinds), dtype=np.bool_)
+    every = np.ones(kinds, dtype=np.bool_)
     for group in range(first, stop, _GROUP):
         width = min(_GROUP, stop - group)
         seen[:] = False
@@ -301,7 +303,7 @@ def _elo_draws_loop(
                         short,
                         series,
                     )
-        _mark_played_compiled(played, seen, group, width, kind_a, kind_b)
+        _mark_played_compiled(played, seen, group, width, kind_a, kind_b, every)
 
 
 # Rounds of the prompt bootstrap played side by side by one thread (each holds its own sequence of
@@ -321,6 +323,8 @@ def _below(u: np.uint64, bound: np.uint64) -> np.uint64:
 def _elo_prompts_loop(
     q: npt.NDArray[np.float64],
     played: npt.NDArray[np.bool_],
+    q_untied: npt.NDArray[np.float64],
+    played_untied: npt.NDArray[np.bool_],
     battle_kind: npt.NDArray[np.uint32],
     prompt_start: npt.NDArray[np.int64],
     kind_a: npt.NDArray[np.uint64],
@@ -344,8 +348,10 @@ def _elo_prompts_loop(
     in a random order by the "inside-out" Fisher-Yates shuffle (Durstenfeld 1964; Knuth, TAOCP
     vol. 2, 3.4.2, algorithm P), battle ``t`` of the list taking word ``C + t`` and going to
     position ``j = floor(u (t + 1) / 2**64)`` (the one there moving to ``t``); the round then
-    plays that sequence with the update of :func:`_elo_draws_loop`. ``_PROMPT_GROUP`` rounds
-    are played side by side. Releases the GIL. Compiled by numba; called only compiled.
+    plays that sequence with the update of :func:`_elo_draws_loop`. With ``q_untied`` and
+    ``played_untied`` of ``q``'s size (else empty), the round also plays the same sequence less
+    its ties into them: the board without ties of the same resampled prompts. ``_PROMPT_GROUP``
+    rounds are played side by side. Releases the GIL. Compiled by numba; called only compiled.
     """
     models = np.uint64(played.shape[1])
     prompts = prompt_start.size - 1
@@ -354,6 +360,9 @@ def _elo_prompts_loop(
     short = abs(step) < 0.03
     series = abs(step) < 0.25
     kinds = kind_a.size
+    untied = q_untied.size > 0
+    every = np.ones(kinds, dtype=np.bool_)
+    decisive = kind_score != 0.5
     sequence = np.empty((_PROMPT_GROUP, battle_kind.size), dtype=np.uint32)
     length = np.zeros(_PROMPT_GROUP, dtype=np.int64)
     drawn = np.empty(prompts, dtype=np.int64)
@@ -394,18 +403,16 @@ def _elo_prompts_loop(
             for j in range(width):
                 if t >= length[j]:
                     continue
-                _play_compiled(
-                    q,
-                    np.uint64(group + j) * models,
-                    np.uint64(sequence[j, t]),
-                    kind_a,
-                    kind_b,
-                    kind_score,
-                    step,
-                    short,
-                    series,
-                )
-        _mark_played_compiled(played, seen, group, width, kind_a, kind_b)
+                row = np.uint64(group + j) * models
+                kind = np.uint64(sequence[j, t])
+                _play_compiled(q, row, kind, kind_a, kind_b, kind_score, step, short, series)
+                if untied and decisive[kind]:
+                    _play_compiled(
+                        q_untied, row, kind, kind_a, kind_b, kind_score, step, short, series
+                    )
+        _mark_played_compiled(played, seen, group, width, kind_a, kind_b, every)
+        if untied:
+            _mark_played_compiled(played_untied, seen, group, width, kind_a, kind_b, decisive)
 
 
 # 1/i! for the Taylor series of exp in _elo_draws_loop.
@@ -523,19 +530,21 @@ def _play_rounds(
     k: float,
     scale: float,
     base: float,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    boards: int = 1,
+) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]]:
     """Run a compiled bootstrap kernel over all rounds (``shape`` is rounds x models), in
-    threads (:func:`_rounds_in_threads`): the ratings relative to the initial one, and which
-    models played in each round."""
+    threads (:func:`_rounds_in_threads`): for each of its ``boards``, the ratings relative to
+    the initial one and which models played in each round."""
     coefficient = math.log(base) / scale
-    q = np.ones(shape)
-    played = np.zeros(shape, dtype=bool)
+    qs = [np.ones(shape) for _ in range(boards)]
+    played = [np.zeros(shape, dtype=bool) for _ in range(boards)]
+    states = [state for q, p in zip(qs, played, strict=True) for state in (q.reshape(-1), p)]
 
     def play(first: int, stop: int) -> None:
-        kernel(q.reshape(-1), played, *arguments, first, stop, k, coefficient)
+        kernel(*states, *arguments, first, stop, k, coefficient)
 
-    _rounds_in_threads(shape[0], n * shape[0], group, play)
-    return np.log(q) / coefficient, played
+    _rounds_in_threads(shape[0], n * shape[0] * boards, group, play)
+    return [(np.log(q) / coefficient, p) for q, p in zip(qs, played, strict=True)]
 
 
 def _elo_bootstrap_fused(
@@ -570,7 +579,7 @@ def _elo_bootstrap_fused(
         n,
         key,
     )
-    return _play_rounds(_elo_draws_compiled, arguments, _GROUP, (rounds, m), n, k, scale, base)
+    return _play_rounds(_elo_draws_compiled, arguments, _GROUP, (rounds, m), n, k, scale, base)[0]
 
 
 def _elo_bootstrap_prompts(
@@ -581,16 +590,22 @@ def _elo_bootstrap_prompts(
     k: float,
     scale: float,
     base: float,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    *,
+    untied: bool = False,
+) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]]:
     """The prompt bootstrap of :func:`elo_bootstrap`: :func:`_elo_prompts_loop` over the rounds
-    (:func:`_play_rounds`)."""
+    (:func:`_play_rounds`); with ``untied``, also the board without ties of the same rounds."""
     m, n = len(enc.models), len(enc.a)
     kind, kind_a, kind_b, kind_score = _kinds(enc)
     codes, prompts = _cluster_codes(clusters, n)
-    order = np.lexsort((kind, codes))
+    # The kinds in (prompt, kind) order: battles of one prompt and kind are alike, so sorting
+    # the numbers prompt * kinds + kind gives the kinds of the canonical order (a plain sort of
+    # integers, several times faster than a two-key lexsort).
+    kinds = np.int64(kind_a.size)
+    ordered_kind = np.sort(codes.astype(np.int64) * kinds + kind) % kinds
     prompt_start = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=prompts))])
     arguments = (
-        kind[order].astype(np.uint32),
+        ordered_kind.astype(np.uint32),
         prompt_start.astype(np.int64),
         kind_a.astype(np.uint64),
         kind_b.astype(np.uint64),
@@ -598,7 +613,14 @@ def _elo_bootstrap_prompts(
         key,
     )
     shape = (rounds, m)
-    return _play_rounds(_elo_prompts_compiled, arguments, _PROMPT_GROUP, shape, n, k, scale, base)
+    no_q, no_played = np.zeros(0), np.zeros((0, m), dtype=bool)
+
+    def one_board(q: Any, played: Any, *rest: Any) -> None:
+        _elo_prompts_compiled(q, played, no_q, no_played, *rest)
+
+    kernel: Any = _elo_prompts_compiled if untied else one_board
+    boards = 2 if untied else 1
+    return _play_rounds(kernel, arguments, _PROMPT_GROUP, shape, n, k, scale, base, boards)
 
 
 def elo_kernel_warm() -> None:
@@ -662,10 +684,66 @@ def elo_bootstrap(
     else:
         if rounds >= 2**24:
             raise ValueError("the prompt bootstrap runs fewer than 2**24 rounds")
-        relative, played = _elo_bootstrap_prompts(enc, clusters, key, rounds, k, scale, base)
+        [(relative, played)] = _elo_bootstrap_prompts(enc, clusters, key, rounds, k, scale, base)
+    return _board_frame(enc.models, relative, played, init)
+
+
+def _board_frame(
+    models: list[str],
+    relative: npt.NDArray[np.float64],
+    played: npt.NDArray[np.bool_],
+    init: float,
+) -> pd.DataFrame:
+    """The median and percentiles over rounds of each model's rating, skipping the rounds in
+    which it did not play."""
     ratings = np.where(played, relative + init, np.nan)
     lower, median, upper = np.nanquantile(ratings, _QUANTILES, axis=0)
-    return _rating_frame(enc.models, median, lower, upper)
+    return _rating_frame(models, median, lower, upper)
+
+
+def elo_bootstrap_ties_kept_and_dropped(
+    battles: pd.DataFrame,
+    *,
+    clusters: npt.ArrayLike,
+    rounds: int = 1000,
+    k: float = 4.0,
+    scale: float = 400.0,
+    base: float = 10.0,
+    init: float = 1000.0,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The prompt bootstrap of :func:`elo_bootstrap` for two boards at once: ties as half a win,
+    and ties left out, from the same resampled prompts.
+
+    Each round draws the prompts and orders their battles as :func:`elo_bootstrap` with
+    ``clusters`` does, plays that sequence for the first board, and the same sequence less its
+    ties for the second: the second board is Elo without ties computed on the same resample of
+    prompts (the cluster bootstrap of the pair of statistics, Efron & Tibshirani 1993, section
+    8.5; a uniformly random order less some of its items is a uniformly random order of the
+    rest). The first board equals ``elo_bootstrap(battles, clusters=clusters, ...)``. The
+    second lists the models that have a battle other than a tie. Returns the two frames, each
+    as :func:`elo_bootstrap` returns."""
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    if rounds >= 2**24:
+        raise ValueError("the prompt bootstrap runs fewer than 2**24 rounds")
+    enc = _encode(battles)
+    n = len(enc.a)
+    if n == 0:
+        return _empty_ratings(), _empty_ratings()
+    if n >= 2**32:
+        raise ValueError("the bootstrap draws need fewer than 2**32 battles")
+    key = _draw_key(seed)
+    kept, dropped = _elo_bootstrap_prompts(enc, clusters, key, rounds, k, scale, base, untied=True)
+    decisive = enc.score_a != 0.5
+    present = np.zeros(len(enc.models), dtype=bool)
+    present[enc.a[decisive]] = True
+    present[enc.b[decisive]] = True
+    untied_models = [m for m, p in zip(enc.models, present, strict=True) if p]
+    return (
+        _board_frame(enc.models, *kept, init),
+        _board_frame(untied_models, dropped[0][:, present], dropped[1][:, present], init),
+    )
 
 
 def _cells(

@@ -111,8 +111,12 @@ def elo_bootstrap_reference(
     seed: int,
     k: float = 4.0,
     clusters: Sequence[Hashable] | None = None,
+    drop_ties: bool = False,
 ) -> pd.DataFrame:
-    """The bootstrap medians and 2.5 / 97.5 percentiles, columns as ``elo_bootstrap``'s."""
+    """The bootstrap medians and 2.5 / 97.5 percentiles, columns as ``elo_bootstrap``'s. With
+    ``drop_ties``, each round's sequence is played less its ties (the second board of
+    ``elo_bootstrap_ties_kept_and_dropped``), over the models that have a battle other than a
+    tie."""
     order = canonical_order(battles, clusters)
     table = battles[["model_a", "model_b", "winner"]].astype(str)
     rows = [tuple(table.iloc[i]) for i in order]
@@ -122,9 +126,12 @@ def elo_bootstrap_reference(
         ordered = [clusters[i] for i in order]
         sizes = [len(list(group)) for _, group in itertools.groupby(ordered)]
         sequences = prompt_rounds(sizes, rounds, seed)
-    models = sorted(set(table["model_a"]) | set(table["model_b"]))
+    decisive = table[table["winner"] != "tie"] if drop_ties else table
+    models = sorted(set(decisive["model_a"]) | set(decisive["model_b"]))
     per_round = []
     for sequence in sequences:
+        if drop_ties:
+            sequence = [i for i in sequence if rows[i][2] != "tie"]
         rating = online_elo(rows, sequence, k=k)
         per_round.append([rating.get(m, np.nan) for m in models])
     lower, median, upper = np.nanquantile(np.array(per_round), [0.025, 0.5, 0.975], axis=0)

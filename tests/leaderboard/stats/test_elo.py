@@ -14,6 +14,7 @@ from leaderboard.stats.ratings import (
     bootstrap_battle_indices,
     canonical_battle_order,
     elo_bootstrap,
+    elo_bootstrap_ties_kept_and_dropped,
 )
 from tests.leaderboard.reference_elo import (
     canonical_order,
@@ -93,6 +94,44 @@ def test_elo_bootstrap_equals_the_per_battle_reference_over_the_same_draws(
         battles, rounds=20, seed=seed, k=k, clusters=None if clusters is None else list(clusters)
     )
     pd.testing.assert_frame_equal(fast, expected, check_exact=False, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("models", "seed"), [(5, 3), (12, 4)])
+def test_both_boards_of_one_prompt_resample_equal_the_reference(models: int, seed: int) -> None:
+    # The board without ties plays each round's sequence less its ties; the board with them is
+    # the one elo_bootstrap gives.
+    battles = random_battles(seed, 240, models=models)
+    clusters = prompts_of(240, 20, seed)
+
+    kept, dropped = elo_bootstrap_ties_kept_and_dropped(
+        battles, clusters=clusters, rounds=20, seed=seed
+    )
+
+    assert_same = pd.testing.assert_frame_equal
+    assert_same(kept, elo_bootstrap(battles, rounds=20, seed=seed, clusters=clusters))
+    reference = elo_bootstrap_reference(
+        battles, rounds=20, seed=seed, clusters=list(clusters), drop_ties=True
+    )
+    assert_same(dropped, reference, check_exact=False, rtol=1e-12)
+    # Not the board of the ties kept: the ties moved the ratings.
+    assert not np.allclose(
+        dropped.sort_values("model")["rating"], kept.sort_values("model")["rating"]
+    )
+
+
+def test_a_model_with_only_ties_is_left_off_the_board_without_ties() -> None:
+    battles = pd.DataFrame(
+        {
+            "model_a": ["a", "a", "b", "c"],
+            "model_b": ["b", "b", "a", "a"],
+            "winner": ["model_a", "model_b", "model_a", "tie"],
+        }
+    )
+
+    kept, dropped = elo_bootstrap_ties_kept_and_dropped(battles, clusters=[1, 2, 3, 4], rounds=8)
+
+    assert sorted(kept["model"]) == ["a", "b", "c"]
+    assert sorted(dropped["model"]) == ["a", "b"]
 
 
 @pytest.mark.parametrize("unit", ["vote", "prompt"])
