@@ -286,8 +286,9 @@ def kappas(
     return Kappa(kappa, len(both)), WeightedKappa(weighted, "quadratic", len(merged))
 
 
-def fleiss(human: pd.DataFrame) -> FleissResult:
-    """The units x labels counts by a group-by on pair and label, unstacked."""
+def fleiss_table(human: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, int | None]:
+    """The units x labels counts by a group-by on pair and label, unstacked: the units with the
+    most common number (>= 2) of votes, their pair ids, the units with 2+ votes, that number."""
     counts = (
         human.groupby(["pair_id", "label"], observed=True).size().unstack("label", fill_value=0)
     )
@@ -295,10 +296,18 @@ def fleiss(human: pd.DataFrame) -> FleissResult:
     per_unit = counts.sum(axis=1)
     rated = per_unit[per_unit >= 2]
     if rated.empty:
-        return FleissResult(math.nan, 0, None, 0)
+        return counts.to_numpy()[:0], counts.index.to_numpy()[:0], 0, None
     modal = int(rated.value_counts().sort_index().idxmax())
     table = counts[per_unit == modal]
-    return FleissResult(fleiss_kappa(table.to_numpy()), len(table), modal, len(rated))
+    return table.to_numpy(), table.index.to_numpy(), len(rated), modal
+
+
+def fleiss(human: pd.DataFrame) -> FleissResult:
+    """Fleiss' kappa of :func:`fleiss_table`'s units."""
+    table, _, rated, modal = fleiss_table(human)
+    if modal is None:
+        return FleissResult(math.nan, 0, None, 0)
+    return FleissResult(fleiss_kappa(table), len(table), modal, rated)
 
 
 @contextmanager
@@ -313,7 +322,7 @@ def baseline() -> Iterator[None]:
         (agreement, "cohen_kappa", _cohen_kappa),
         (per_category, "per_category_compute", _per_category),
         (agreement, "_kappas", kappas),
-        (agreement, "_fleiss", fleiss),
+        (agreement, "_fleiss_table", fleiss_table),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     try:

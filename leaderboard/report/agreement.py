@@ -8,7 +8,6 @@ Its JSON spreads over the documented top-level keys ``counts``, ``human_vs_human
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,9 +29,7 @@ from leaderboard.report.base import (
 from leaderboard.stats.agreement import (
     Level,
     cohen_kappa,
-    fleiss_kappa,
     fleiss_kappa_interval,
-    krippendorff_alpha_from_long,
     krippendorff_alpha_interval,
 )
 from leaderboard.stats.bootstrap import BootstrapInterval
@@ -262,15 +259,6 @@ def _fleiss_table(
     return counts[chosen], np.asarray(pair_ids)[chosen], int(rated.size), modal
 
 
-def _fleiss(human: pd.DataFrame) -> FleissResult:
-    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes (Fleiss 1971
-    needs the same number of ratings per unit), and how many units that leaves out."""
-    table, _, rated, modal = _fleiss_table(human)
-    if modal is None:
-        return FleissResult(float("nan"), 0, None, 0)
-    return FleissResult(fleiss_kappa(table), len(table), modal, rated)
-
-
 def _reliability_ci(interval: BootstrapInterval, params: ReportParams) -> ReliabilityCI:
     return ReliabilityCI(
         interval.lower,
@@ -282,29 +270,32 @@ def _reliability_ci(interval: BootstrapInterval, params: ReportParams) -> Reliab
     )
 
 
-def _with_reliability_cis(
-    human: pd.DataFrame,
-    fleiss: FleissResult,
-    alpha: AlphaResult,
-    params: ReportParams,
-    prompt_of: pd.Series,
+def _reliability(
+    human: pd.DataFrame, params: ReportParams, prompt_of: pd.Series
 ) -> tuple[FleissResult, AlphaResult]:
-    """Fleiss' kappa and Krippendorff's alpha with their bootstrap intervals over prompts or
-    units (``params.resample``), ``params.ci_rounds`` rounds from ``params.seed``."""
+    """Fleiss' kappa on the units rated by the most common number (>= 2) of votes (Fleiss 1971
+    needs the same number of ratings per unit; how many units that leaves out is kept) and
+    Krippendorff's alpha (nominal on the preference, ordinal on the Likert scores), each with
+    its bootstrap interval over prompts or units (``params.resample``), ``params.ci_rounds``
+    rounds from ``params.seed``. The estimates are the intervals' own (the same functions of
+    the same counts), so each statistic's counts are made once."""
     by_prompt = params.resample == "prompt"
     rounds, confidence, seed = params.ci_rounds, params.confidence, params.seed
-    fleiss_ci = None
-    if fleiss.votes_per_unit is not None:
-        table, pair_ids, _, _ = _fleiss_table(human)
+    table, pair_ids, rated, modal = _fleiss_table(human)
+    if modal is None:
+        fleiss = FleissResult(float("nan"), 0, None, 0)
+    else:
         clusters = prompt_of.reindex(pair_ids).to_numpy() if by_prompt else None
-        fleiss_ci = _reliability_ci(
-            fleiss_kappa_interval(table, clusters, rounds=rounds, confidence=confidence, seed=seed),
-            params,
+        kappa = fleiss_kappa_interval(
+            table, clusters, rounds=rounds, confidence=confidence, seed=seed
+        )
+        fleiss = FleissResult(
+            kappa.estimate, len(table), modal, rated, _reliability_ci(kappa, params)
         )
 
-    def alpha_ci(frame: pd.DataFrame, values: Any, level: Level) -> ReliabilityCI:
+    def alpha_interval(frame: pd.DataFrame, values: Any, level: Level) -> BootstrapInterval:
         clusters = prompt_of.reindex(frame["pair_id"]).to_numpy() if by_prompt else None
-        interval = krippendorff_alpha_interval(
+        return krippendorff_alpha_interval(
             frame["pair_id"].to_numpy(),
             values,
             level,
@@ -313,32 +304,21 @@ def _with_reliability_cis(
             confidence=confidence,
             seed=seed,
         )
-        return _reliability_ci(interval, params)
 
-    nominal = alpha_ci(human, human["label"], "nominal")
+    nominal = alpha_interval(human, human["label"], "nominal")
     likert = human.dropna(subset=["likert"])
     ordinal = (
-        alpha_ci(likert, likert["likert"].astype(float).to_numpy(), "ordinal")
-        if alpha.ordinal_likert is not None
-        else None
-    )
-    return (
-        dataclasses.replace(fleiss, ci=fleiss_ci),
-        dataclasses.replace(alpha, nominal_preference_ci=nominal, ordinal_likert_ci=ordinal),
-    )
-
-
-def _alpha(human: pd.DataFrame) -> AlphaResult:
-    nominal = krippendorff_alpha_from_long(human["pair_id"], human["label"], "nominal")
-    likert = human.dropna(subset=["likert"])
-    ordinal = (
-        krippendorff_alpha_from_long(
-            likert["pair_id"].to_numpy(), likert["likert"].astype(float).to_numpy(), "ordinal"
-        )
+        alpha_interval(likert, likert["likert"].astype(float).to_numpy(), "ordinal")
         if not likert.empty
         else None
     )
-    return AlphaResult(nominal, ordinal)
+    alpha = AlphaResult(
+        nominal.estimate,
+        None if ordinal is None else ordinal.estimate,
+        _reliability_ci(nominal, params),
+        None if ordinal is None else _reliability_ci(ordinal, params),
+    )
+    return fleiss, alpha
 
 
 def _kappas(
@@ -406,7 +386,7 @@ def agreement_compute(data: ReportData) -> AgreementResult:
     )
     prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
     s1, s2, ci = _with_ci(human, None, params, prompt_of)
-    fleiss, alpha = _with_reliability_cis(human, _fleiss(human), _alpha(human), params, prompt_of)
+    fleiss, alpha = _reliability(human, params, prompt_of)
     people = HumanVsHuman(s1, s2, ci, fleiss, alpha)
     judges = {}
     for source in votes.sources:

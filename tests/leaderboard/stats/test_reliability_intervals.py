@@ -216,3 +216,19 @@ def test_cluster_sums_of_distinct_rows_draw_cluster_indices() -> None:
     assert (sums[:, 0] == 300).all()
     assert sums[:, 1].mean() == pytest.approx(300 * x.mean(), rel=0.002)
     assert sums[:, 1].std() == pytest.approx(math.sqrt(300 * x.var()), rel=0.05)
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal"])
+def test_interval_estimates_are_the_point_statistics(level: Level) -> None:
+    # The report takes the estimates from the intervals: they must be the statistics themselves.
+    rng = np.random.default_rng(5)
+    units = rng.integers(0, 80, 400)
+    values = rng.integers(1, 9, 400).astype(float)
+    clusters = units // 8
+    table = crowd_table(6, 60)
+
+    alpha = krippendorff_alpha_interval(units, values, level, clusters, rounds=20)
+    kappa = fleiss_kappa_interval(table, rounds=20)
+
+    assert alpha.estimate == krippendorff_alpha_from_long(units, values, level)
+    assert kappa.estimate == fleiss_kappa(table)
