@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from judges.models import Judge
@@ -37,14 +39,16 @@ from leaderboard.stats.consistency import (
     RANDOM_INTRANSITIVE_RATE,
     ConsistencyRate,
     Intransitivity,
+    PairRepeated,
     ScoreConsistency,
     SwapInvariance,
     choice_consistency,
-    intransitive_triples,
+    intransitive_triples_coded,
     score_agreement,
     swap_invariance,
 )
-from leaderboard.stats.mtbench import judge_votes_combine
+from leaderboard.stats.majority import LABELS
+from leaderboard.stats.mtbench import CALL_ORDERS, judge_votes_combine
 from leaderboard.stats.proportion import Proportion
 
 ORDER_INVARIANT_KINDS = frozenset({Judge.Kind.PL, Judge.Kind.LONGER})
@@ -129,31 +133,108 @@ def _pair_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     return judge_votes_combine(calls)[["pair_id", "label"]]
 
 
-def _triples(verdicts: pd.DataFrame, pairs: pd.DataFrame, confidence: float) -> Intransitivity:
-    joined = verdicts.merge(pairs, on="pair_id", how="inner")
-    frame = pd.DataFrame(
-        {
-            "group": list(zip(joined["prompt_id"], joined["turn"], strict=True)),
-            "first": joined["answer_a"].to_numpy(),
-            "second": joined["answer_b"].to_numpy(),
-            "label": joined["label"].astype(str).to_numpy(),
-        }
-    )
-    return intransitive_triples(frame, confidence=confidence)
+def _group_codes(
+    prompt_id: npt.NDArray[np.int64], turn: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """One non-negative integer per (prompt, turn): the two factorized codes combined."""
+    prompt_code, _ = pd.factorize(prompt_id)
+    turn_code, turns = pd.factorize(turn)
+    return np.asarray(prompt_code, dtype=np.int64) * max(len(turns), 1) + turn_code
+
+
+@dataclass(frozen=True)
+class _RegularPairs:
+    """The regular pairs as integer arrays sorted by pair id, for `_triples`: each pair's group
+    (its prompt and turn, numbered) and its two answers."""
+
+    pair_id: npt.NDArray[np.int64]
+    prompt_id: npt.NDArray[np.int64]
+    turn: npt.NDArray[np.int64]
+    group: npt.NDArray[np.int64]
+    answer_a: npt.NDArray[np.int64]
+    answer_b: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, pairs: pd.DataFrame) -> _RegularPairs | None:
+        """The arrays, or None when a pair id repeats (then `_triples` joins as a merge)."""
+        pair_id = pairs["pair_id"].to_numpy(dtype=np.int64)
+        order = np.argsort(pair_id, kind="stable")
+        pair_id = pair_id[order]
+        if (pair_id[1:] == pair_id[:-1]).any():
+            return None
+        prompt_id = pairs["prompt_id"].to_numpy(dtype=np.int64)[order]
+        turn = pairs["turn"].to_numpy(dtype=np.int64)[order]
+        group = _group_codes(prompt_id, turn)
+        return cls(
+            pair_id,
+            prompt_id,
+            turn,
+            group,
+            pairs["answer_a"].to_numpy(dtype=np.int64)[order],
+            pairs["answer_b"].to_numpy(dtype=np.int64)[order],
+        )
+
+
+def _triples(
+    verdicts: pd.DataFrame,
+    pairs: pd.DataFrame,
+    confidence: float,
+    coded: _RegularPairs | None = None,
+) -> Intransitivity:
+    """The intransitive triples of `verdicts` (pair_id, label) on `pairs`, each pair's group its
+    prompt and turn and its items its two answers (`coded`: `pairs` as `_RegularPairs.of`)."""
+    if coded is None:
+        joined = verdicts.merge(pairs, on="pair_id", how="inner")
+        prompt_id = joined["prompt_id"].to_numpy()
+        turn = joined["turn"].to_numpy()
+        answer_a = joined["answer_a"].to_numpy()
+        answer_b = joined["answer_b"].to_numpy()
+        group = _group_codes(prompt_id, turn)
+        labels = joined["label"]
+    else:
+        # The inner join on pair id, in the verdicts' order, by a search in the sorted ids.
+        ids = verdicts["pair_id"].to_numpy(dtype=np.int64)
+        at = np.minimum(np.searchsorted(coded.pair_id, ids), max(coded.pair_id.size - 1, 0))
+        found = coded.pair_id[at] == ids if coded.pair_id.size else np.zeros(ids.size, bool)
+        at = at[found]
+        prompt_id, turn, group = coded.prompt_id[at], coded.turn[at], coded.group[at]
+        answer_a, answer_b = coded.answer_a[at], coded.answer_b[at]
+        labels = verdicts["label"][found]
+    try:
+        return intransitive_triples_coded(
+            group, answer_a, answer_b, labels.to_numpy(), confidence=confidence
+        )
+    except PairRepeated as error:
+        row, where = error.row, (prompt_id[error.row], turn[error.row])
+        if error.kind == "self":
+            raise ValueError(
+                f"group {where!r}: item {answer_a[row]!r} is compared with itself"
+            ) from None
+        raise ValueError(
+            f"group {where!r}: the pair ({answer_a[row]!r}, {answer_b[row]!r}) has more than "
+            "one verdict; collapse votes to one verdict per pair first"
+        ) from None
 
 
 def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInvariance:
+    """Swap invariance from a run's calls: each pair's first call in each order (row order),
+    on the pairs called in both."""
     if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
         return swap_invariance([], [], order_invariant=True)
-    by_order = [
-        calls.loc[calls["order"] == order, ["pair_id", "label"]].drop_duplicates("pair_id")
-        for order in ("ab", "ba")
-    ]
-    both = by_order[0].merge(by_order[1], on="pair_id", suffixes=("_ab", "_ba"))
+    pair_id = calls["pair_id"].to_numpy()
+    order = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes
+    labels = pd.Categorical(calls["label"], categories=LABELS)
+    first: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+    for code in (CALL_ORDERS.index("ab"), CALL_ORDERS.index("ba")):
+        rows = np.flatnonzero(order == code)
+        # numpy.unique's indices are those of each id's first occurrence.
+        ids, at = np.unique(pair_id[rows], return_index=True)
+        first.append((ids, rows[at]))
+    _, in_ab, in_ba = np.intersect1d(
+        first[0][0], first[1][0], assume_unique=True, return_indices=True
+    )
     return swap_invariance(
-        both["label_ab"].to_numpy(dtype=object),
-        both["label_ba"].to_numpy(dtype=object),
-        confidence=confidence,
+        labels[first[0][1][in_ab]], labels[first[1][1][in_ba]], confidence=confidence
     )
 
 
@@ -185,6 +266,7 @@ def consistency_compute(
     regular = pairs[~pairs["pair_id"].isin(items)][
         ["pair_id", "prompt_id", "turn", "answer_a", "answer_b"]
     ]
+    coded = _RegularPairs.of(regular)
     rows: list[ConsistencyRow] = []
     misses: list[ContrastMiss] = []
 
@@ -200,7 +282,7 @@ def consistency_compute(
             c_res=c_res,
             c_ins=None,
             swap=None,
-            transitivity=_triples(majority_regular, regular, confidence),
+            transitivity=_triples(majority_regular, regular, confidence, coded),
         )
     )
     misses += missed
@@ -223,7 +305,7 @@ def consistency_compute(
                 c_res=c_res,
                 c_ins=c_ins,
                 swap=_swap(on_regular, source, confidence),
-                transitivity=_triples(_pair_verdicts(on_regular), regular, confidence),
+                transitivity=_triples(_pair_verdicts(on_regular), regular, confidence, coded),
                 fused=scored.fused if scored is not None else None,
                 agreement=score_agreement(
                     scored.answer_scores, regular, human, confidence=confidence

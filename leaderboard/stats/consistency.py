@@ -354,8 +354,8 @@ class SwapInvariance:
 
 
 def swap_invariance(
-    forward: Sequence[str],
-    backward: Sequence[str],
+    forward: Sequence[str] | pd.Categorical,
+    backward: Sequence[str] | pd.Categorical,
     *,
     order_invariant: bool = False,
     confidence: float = 0.95,
@@ -363,23 +363,27 @@ def swap_invariance(
     """Return how often a judge's verdict on a pair survives swapping the two answers.
 
     ``forward[k]`` and ``backward[k]`` are the judge's collapsed verdicts on pair k called with A
-    first and with B first, both already in canonical A/B terms ("A", "B", "tie"). Formula:
+    first and with B first, both already in canonical A/B terms ("A", "B", "tie"; a Categorical of
+    them is read by its codes). Formula:
     #[forward = backward] / n with its Wilson interval; a tie in one order and a side in the other
     is a change. Source: Zheng et al. (2023), section 3.3 on position bias (the "consistency" of a
     judge called in both orders).
     """
     if order_invariant:
         return SwapInvariance(True, None)
-    first = np.asarray(forward, dtype=object)
-    second = np.asarray(backward, dtype=object)
-    if first.shape != second.shape or first.ndim != 1:
+    if np.ndim(forward) != 1 or np.ndim(backward) != 1 or len(forward) != len(backward):
         raise ValueError("forward and backward must be two lists of the same length")
-    codes, seen = pd.factorize(np.concatenate([first, second]))
-    unknown = sorted({str(v) for v in seen} - set(LABELS))
-    if unknown or (codes < 0).any():
+    # Label codes (a Categorical on the labels already is read as it is, without hashing).
+    codes = [pd.Categorical(side, categories=LABELS).codes for side in (forward, backward)]
+    if any((c < 0).any() for c in codes):
+        bad = [
+            np.asarray(side, dtype=object)[c < 0]
+            for side, c in zip((forward, backward), codes, strict=True)
+        ]
+        unknown = sorted({str(v) for b in bad for v in b if not pd.isna(v)})
         raise ValueError(f"unknown verdict labels: {unknown or ['None']}")
-    same = int((codes[: first.size] == codes[first.size :]).sum())
-    return SwapInvariance(False, wilson_interval(same, int(first.size), confidence))
+    same = int((codes[0] == codes[1]).sum())
+    return SwapInvariance(False, wilson_interval(same, len(forward), confidence))
 
 
 # --- Transitivity -----------------------------------------------------------------------------
@@ -400,6 +404,16 @@ class Intransitivity:
     tied_triples: int
     proportion: Proportion
     random_rate: float
+
+
+class PairRepeated(ValueError):
+    """A group's triples cannot be counted: row ``row`` compares an item with itself
+    (``kind`` "self") or repeats an earlier row's unordered pair (``kind`` "twice")."""
+
+    def __init__(self, kind: str, row: int) -> None:
+        super().__init__(kind, row)
+        self.kind = kind
+        self.row = row
 
 
 def intransitive_triples(
@@ -424,50 +438,82 @@ def intransitive_triples(
     missing = {group, first, second, label} - set(verdicts.columns)
     if missing:
         raise ValueError(f"verdicts lack the columns {sorted(missing)}")
-    unknown = sorted({str(v) for v in verdicts[label].unique()} - set(LABELS))
-    if unknown:
-        raise ValueError(f"unknown verdict labels: {unknown}")
     n = len(verdicts)
     groups, _ = pd.factorize(verdicts[group].to_numpy(dtype=object))
-    items, item_values = pd.factorize(
+    items, _ = pd.factorize(
         np.concatenate(
             [verdicts[first].to_numpy(dtype=object), verdicts[second].to_numpy(dtype=object)]
         )
     )
-    x, y = items[:n], items[n:]
-    same = np.flatnonzero(x == y)
-    if same.size:
-        row = verdicts.iloc[int(same[0])]
-        raise ValueError(f"group {row[group]!r}: item {row[first]!r} is compared with itself")
-    lo, hi = np.minimum(x, y), np.maximum(x, y)
-    twice = pd.DataFrame({"g": groups, "lo": lo, "hi": hi}).duplicated(keep="first").to_numpy()
-    if twice.any():
-        row = verdicts.iloc[int(np.flatnonzero(twice)[0])]
+    try:
+        return intransitive_triples_coded(
+            groups, items[:n], items[n:], verdicts[label], confidence=confidence
+        )
+    except PairRepeated as error:
+        row = verdicts.iloc[error.row]
+        if error.kind == "self":
+            raise ValueError(
+                f"group {row[group]!r}: item {row[first]!r} is compared with itself"
+            ) from None
         raise ValueError(
             f"group {row[group]!r}: the pair ({row[first]!r}, {row[second]!r}) has more than one "
             "verdict; collapse votes to one verdict per pair first"
-        )
+        ) from None
+
+
+def intransitive_triples_coded(
+    groups: npt.ArrayLike,
+    first: npt.ArrayLike,
+    second: npt.ArrayLike,
+    labels: npt.ArrayLike | pd.Series,
+    *,
+    confidence: float = 0.95,
+) -> Intransitivity:
+    """:func:`intransitive_triples` on integer codes: the group and the two items of each row
+    as non-negative integers (any numbering: the counts do not depend on it), and its label
+    (A, B or tie). Raises :class:`PairRepeated` with the first offending row."""
+    codes = pd.Categorical(labels, categories=LABELS).codes.astype(np.int64)
+    if (codes < 0).any():
+        values = pd.Series(labels).to_numpy(dtype=object)[codes < 0]
+        unknown = sorted({str(v) for v in pd.unique(values)})
+        raise ValueError(f"unknown verdict labels: {unknown}")
+    g = np.asarray(groups, dtype=np.int64)
+    x = np.asarray(first, dtype=np.int64)
+    y = np.asarray(second, dtype=np.int64)
+    same = np.flatnonzero(x == y)
+    if same.size:
+        raise PairRepeated("self", int(same[0]))
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    if g.size == 0:
+        return Intransitivity(0, 0, 0, wilson_interval(0, 0, confidence), RANDOM_INTRANSITIVE_RATE)
+    if min(g.min(), lo.min()) < 0:
+        raise ValueError("group and item codes must be non-negative integers")
+    # A node is (group, item) as one int64 key; nodes numbered in key order.
+    span = np.int64(hi.max()) + 1
+    node_key, node_of = np.unique(
+        np.concatenate([g, g]) * span + np.r_[lo, hi], return_inverse=True
+    )
+    lo_node, hi_node = node_of[: g.size], node_of[g.size :]
+    # A repeated pair: the first row, in row order, whose pair of nodes an earlier row has.
+    twice = pd.Series(lo_node * np.int64(node_key.size) + hi_node).duplicated().to_numpy()
+    if twice.any():
+        raise PairRepeated("twice", int(np.argmax(twice)))
     # Orient every edge from its smaller item code: +1 when that item won, -1 when it lost, 0 tie.
-    labels = verdicts[label].astype(str).to_numpy()
-    sign = np.where(labels == "tie", 0, np.where((labels == "A") == (x == lo), 1, -1))
+    tie, a_code = LABELS.index("tie"), LABELS.index("A")
+    sign = np.where(codes == tie, 0, np.where((codes == a_code) == (x < y), 1, -1))
     # Each group's items numbered 0..k-1 in code order (the order does not change the counts).
-    nodes = pd.DataFrame({"g": np.concatenate([groups, groups]), "item": np.concatenate([lo, hi])})
-    nodes = nodes.drop_duplicates().sort_values(["g", "item"], kind="stable")
-    local = nodes.groupby("g").cumcount().to_numpy()
-    size_of = nodes.groupby("g").size()
-    key = nodes["g"].to_numpy() * (len(item_values) + 1) + nodes["item"].to_numpy()
-    order = np.argsort(key, kind="stable")
-
-    def local_of(item: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        at = np.searchsorted(key[order], groups * (len(item_values) + 1) + item)
-        return np.asarray(local[order][at], dtype=np.int64)
-
-    a_local, b_local = local_of(lo), local_of(hi)
-    size = size_of.reindex(groups).to_numpy()
+    node_group = node_key // span
+    starts = np.flatnonzero(np.r_[True, node_group[1:] != node_group[:-1]])
+    sizes = np.diff(np.r_[starts, node_key.size])
+    local = np.arange(node_key.size) - np.repeat(starts, sizes)
+    a_local, b_local = local[lo_node], local[hi_node]
+    # Each row's group, numbered by rank, and its size (items).
+    group_rank = np.repeat(np.arange(starts.size), sizes)[lo_node]
+    size = sizes[group_rank]
     decided = cyclic = tied = 0
-    for k in sorted(int(v) for v in np.unique(size_of.to_numpy()) if v >= 3):
+    for k in sorted(int(v) for v in np.unique(sizes) if v >= 3):
         in_k = size == k
-        group_ids, row_group = np.unique(groups[in_k], return_inverse=True)
+        group_ids, row_group = np.unique(group_rank[in_k], return_inverse=True)
         # state[g, i, j] for i < j: 0 not judged, 1 i won, 2 j won, 3 tie.
         state = np.zeros((group_ids.size, k, k), dtype=np.int8)
         edge_sign = sign[in_k]

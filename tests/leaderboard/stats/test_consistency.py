@@ -6,9 +6,11 @@ import pandas as pd
 import pytest
 
 from leaderboard.stats.consistency import (
+    PairRepeated,
     choice_consistency,
     contrast_pairs_select,
     intransitive_triples,
+    intransitive_triples_coded,
     reward_fusion,
     score_agreement,
     score_consistency,
@@ -301,3 +303,40 @@ def test_the_triple_count_equals_the_plain_count_with_ties_gaps_and_groups_of_ev
     result = intransitive_triples(_frame(rows))
     assert (result.triples, result.intransitive, result.tied_triples) == reference_triples(rows)
     assert result.triples > 1000
+
+
+def test_the_coded_count_does_not_depend_on_how_groups_and_items_are_numbered() -> None:
+    # The report passes (prompt, turn) codes and answer ids: sparse, large, in any order.
+    rng = np.random.default_rng(8)
+    rows = []
+    for g in range(200):
+        items = [f"i{k}" for k in rng.permutation(int(rng.integers(2, 7)))]
+        for x, y in itertools.combinations(items, 2):
+            if rng.random() < 0.2:
+                continue
+            rows.append((f"g{g}", x, y, str(rng.choice(["A", "B", "tie"], p=[0.45, 0.45, 0.1]))))
+    frame = _frame(rows)
+    names = sorted(set(frame["group"]))
+    sparse = rng.choice(10**6, size=len(names), replace=False).tolist()
+    group_ids = dict(zip(names, sparse, strict=True))
+    item_ids = {f"i{k}": int(v) for k, v in enumerate(rng.choice(10**9, size=7, replace=False))}
+    coded = intransitive_triples_coded(
+        frame["group"].map(group_ids).to_numpy(),
+        frame["first"].map(item_ids).to_numpy(),
+        frame["second"].map(item_ids).to_numpy(),
+        pd.Categorical(frame["label"]),
+    )
+    assert coded == intransitive_triples(frame)
+    assert (coded.triples, coded.intransitive, coded.tied_triples) == reference_triples(rows)
+    with pytest.raises(PairRepeated) as repeated:
+        intransitive_triples_coded([5, 5, 5], [10, 20, 10], [20, 30, 20], ["A", "B", "tie"])
+    assert (repeated.value.kind, repeated.value.row) == ("twice", 2)
+
+
+def test_swap_invariance_reads_categorical_verdicts_as_their_labels() -> None:
+    forward, backward = ["A", "B", "tie", "A"], ["A", "A", "tie", "B"]
+    plain = swap_invariance(forward, backward)
+    assert swap_invariance(pd.Categorical(forward), pd.Categorical(backward)) == plain
+    assert plain.proportion is not None and plain.proportion.count == 2
+    with pytest.raises(ValueError, match=r"unknown verdict labels: \['None'\]"):
+        swap_invariance(pd.Categorical(["A", None]), ["A", "B"])
