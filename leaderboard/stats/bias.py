@@ -72,9 +72,13 @@ def flip_rate(
     second = np.asarray(second_order)
     if first.shape != second.shape or first.ndim != 1:
         raise ValueError("both orders must be 1-D and of equal length")
-    # The distinct values, found without a Python object per element when the labels come as
-    # a numpy string array.
-    found = [pd.unique(np.asarray(values).ravel()) for values in (first, second)]
+    # The values outside PREFERENCES, found by one element-wise comparison per preference (no
+    # Python object per element, no hash, when the labels come as a numpy string array).
+    outside = [
+        values[~np.logical_or.reduce([values == p for p in PREFERENCES])] if values.size else values
+        for values in (first, second)
+    ]
+    found = [pd.unique(np.asarray(values).ravel()) for values in outside]
     unknown = set(np.concatenate(found).tolist()) - set(PREFERENCES)
     if unknown:
         raise ValueError(f"preferences must be in {PREFERENCES}; found {sorted(map(str, unknown))}")
