@@ -740,10 +740,13 @@ def elo_bootstrap_ties_kept_and_dropped(
     present[enc.a[decisive]] = True
     present[enc.b[decisive]] = True
     untied_models = [m for m, p in zip(enc.models, present, strict=True) if p]
-    return (
-        _board_frame(enc.models, *kept, init),
-        _board_frame(untied_models, dropped[0][:, present], dropped[1][:, present], init),
+    # Only ties: no board without them, as elo_bootstrap gives for no battles.
+    untied = (
+        _board_frame(untied_models, dropped[0][:, present], dropped[1][:, present], init)
+        if untied_models
+        else _empty_ratings()
     )
+    return _board_frame(enc.models, *kept, init), untied
 
 
 def _cells(

@@ -134,6 +134,15 @@ def test_a_model_with_only_ties_is_left_off_the_board_without_ties() -> None:
     assert sorted(dropped["model"]) == ["a", "b"]
 
 
+def test_only_ties_give_an_empty_board_without_ties() -> None:
+    battles = pd.DataFrame({"model_a": ["a", "b"], "model_b": ["b", "c"], "winner": ["tie"] * 2})
+
+    kept, dropped = elo_bootstrap_ties_kept_and_dropped(battles, clusters=[1, 2], rounds=8)
+
+    assert sorted(kept["model"]) == ["a", "b", "c"]
+    assert dropped.empty and list(dropped.columns) == RATING_COLUMNS
+
+
 @pytest.mark.parametrize("unit", ["vote", "prompt"])
 def test_a_model_missing_from_a_bootstrap_round_is_skipped_in_that_round(unit: str) -> None:
     battles = simulated_battles(7, 60, STRENGTHS)
