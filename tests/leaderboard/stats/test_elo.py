@@ -119,6 +119,43 @@ def test_both_boards_of_one_prompt_resample_equal_the_reference(models: int, see
     )
 
 
+@pytest.mark.parametrize("width", [np.uint8, np.uint16, np.uint32])
+def test_the_prompt_kernel_gives_the_same_boards_whatever_width_numbers_the_kinds(
+    width: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kinds are held in the narrowest type that numbers them (8 bits up to 9 models, 16 up
+    # to 147); each width's machine code replays the reference's sequences.
+    battles = random_battles(7, 240, models=5)
+    clusters = prompts_of(240, 20, 7)
+    monkeypatch.setattr(ratings, "_kind_dtype", lambda kinds: width)
+
+    kept, dropped = elo_bootstrap_ties_kept_and_dropped(
+        battles, clusters=clusters, rounds=12, seed=5
+    )
+
+    for board, drop_ties in ((kept, False), (dropped, True)):
+        reference = elo_bootstrap_reference(
+            battles, rounds=12, seed=5, clusters=list(clusters), drop_ties=drop_ties
+        )
+        pd.testing.assert_frame_equal(board, reference, check_exact=False, rtol=1e-12)
+
+
+def test_kinds_are_numbered_in_the_narrowest_type_that_holds_them() -> None:
+    widths = [ratings._kind_dtype(kinds) for kinds in (1, 256, 257, 65_536, 65_537)]
+    assert widths == [np.uint8, np.uint8, np.uint16, np.uint16, np.uint32]
+
+
+def test_the_warm_up_loads_the_prompt_kernel_for_every_width() -> None:
+    # A study of 12 models (396 kinds) needs the 16-bit kernel: after the warm-up, it
+    # compiles nothing in the analysis worker's first report.
+    ratings.elo_kernel_warm()
+    loaded = len(ratings._elo_prompts_compiled.signatures)
+
+    elo_bootstrap(random_battles(8, 600, models=12), rounds=4, clusters=prompts_of(600, 30, 8))
+
+    assert len(ratings._elo_prompts_compiled.signatures) == loaded == 3
+
+
 def test_a_model_with_only_ties_is_left_off_the_board_without_ties() -> None:
     battles = pd.DataFrame(
         {
