@@ -216,13 +216,19 @@ class ExtraRows:
 
 def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
     """Per imported run (verdicts as a source published them), how many calls carry a verdict
-    label and how many of those say "inconsistent"; one grouped count over those runs only."""
-    rows = (
-        JudgeCall.objects.filter(
-            pair_q(filters, "pair__"),
-            run_id__in=run_ids,
-            run__judge__kind=Judge.Kind.IMPORTED,
+    label and how many of those say "inconsistent"; one grouped count over those runs only.
+
+    The imported runs are found first (a read of the runs table), so that a study without one
+    reads none of its calls."""
+    imported = list(
+        JudgeRun.objects.filter(pk__in=run_ids, judge__kind=Judge.Kind.IMPORTED).values_list(
+            "pk", flat=True
         )
+    )
+    if not imported:
+        return _records([], ["run_id", "labelled", "inconsistent"])
+    rows = (
+        JudgeCall.objects.filter(pair_q(filters, "pair__"), run_id__in=imported)
         .exclude(verdict_label="")
         .values("run_id")
         .annotate(

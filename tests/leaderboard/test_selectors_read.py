@@ -6,10 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from annotation.models import HumanJudgment, Pair, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
-from leaderboard.selectors.extras import report_lengths_get
+from leaderboard.selectors.extras import imported_inconsistency_get, report_lengths_get
 from leaderboard.selectors.frames import VoteFilters, study_pairs_frame, study_votes_get
 from leaderboard.selectors.packed import frame_read_coded
 from leaderboard.stats.mtbench import calls_sort, judge_votes_combine
@@ -229,3 +230,29 @@ def test_a_pair_pointing_at_another_studys_answer_is_an_error_naming_it(cast: Ca
         study_pairs_frame(study=cast.study, filters=VoteFilters())
     with pytest.raises(ValueError, match=f"answer {first.pk} is not one of the study's answers"):
         report_lengths_get(study=cast.study, filters=VoteFilters())
+
+
+def test_inconsistent_verdicts_are_counted_for_imported_runs_only(cast: Cast) -> None:
+    # A verdict label is what a published source says of a call; an LLM run's calls are not
+    # read for it at all.
+    pair = make_pair(cast.study, "p1")
+    runs = {
+        kind: JudgeRun.objects.create(
+            judge=Judge.objects.create(name=f"judge {kind}", kind=kind), study=cast.study
+        )
+        for kind in (Judge.Kind.IMPORTED, Judge.Kind.LLM)
+    }
+    for run in runs.values():
+        for order, label in (("ab", "tie (inconsistent)"), ("ba", "model_a")):
+            JudgeCall.objects.create(
+                run=run, pair=pair, order=order, status=JudgeCall.Status.DONE, verdict_label=label
+            )
+    filters = VoteFilters()
+
+    both = imported_inconsistency_get(filters=filters, run_ids=[r.pk for r in runs.values()])
+    with CaptureQueriesContext(connection) as queries:
+        llm_only = imported_inconsistency_get(filters=filters, run_ids=[runs[Judge.Kind.LLM].pk])
+
+    assert both.values.tolist() == [[runs[Judge.Kind.IMPORTED].pk, 2, 1]]
+    assert llm_only.empty and list(llm_only.columns) == ["run_id", "labelled", "inconsistent"]
+    assert len(queries) == 1  # the runs table only
