@@ -22,6 +22,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Assignment, Worker
+from annotation.selectors.prepared import prepared_cursor
 from annotation.services.errors import StudyNotOpen, WorkerBlocked
 
 # How many open pairs one claim looks at; the fewest-taken of them wins. Bounded so that a claim
@@ -136,7 +137,7 @@ _BLOCKED_MESSAGE = (
 
 def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
     """Try once to reserve a pair: see the lock notes above."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _CLAIM_PASS,
             {

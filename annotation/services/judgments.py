@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import (
@@ -25,7 +25,7 @@ from annotation.models import (
     Study,
     Worker,
 )
-from annotation.selectors.prepared import PreparedSelect
+from annotation.selectors.prepared import PreparedSelect, prepared_cursor
 from annotation.selectors.work import pair_rationale_winner
 from annotation.services.errors import (
     AssignmentClosed,
@@ -197,7 +197,7 @@ def _submit_locked(
         duration_ms=int((now - assignment.reserved_at).total_seconds() * 1000),
         **fields,
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_MARK_SUBMITTED, {"id": assignment.pk, "worker": worker.pk, "now": now})
         row = cursor.fetchone()
     if row is None:

@@ -30,6 +30,14 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # rather than failing the request. Sizing: docs/scaling.md.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
+# The annotator's per-request statements (annotation.selectors.prepared.prepared_cursor) are
+# prepared on the server, so PostgreSQL plans each once per connection; planning those joins took
+# several times longer than running them. Nothing else is prepared: Django's own cursors bind on
+# the client and never prepare, and the threshold only has to be set for psycopg to prepare at
+# all. Turn it off (DATABASE_PREPARED_STATEMENTS=false) behind a PgBouncer in transaction mode
+# older than 1.21 or without max_prepared_statements (docs/scaling.md).
+if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [

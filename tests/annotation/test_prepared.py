@@ -6,11 +6,13 @@ import uuid
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.db.models.sql.compiler import SQLCompiler
+from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Assignment, Worker
-from annotation.selectors.prepared import PreparedSelect
+from annotation.selectors.prepared import PreparedSelect, prepared_cursor
 from annotation.services.assignments import assignment_claim_next
 from tests.annotation.work_helpers import make_pairs, make_worker
 from tests.conftest import Cast
@@ -100,3 +102,53 @@ def test_a_locking_select_finds_only_the_workers_own_assignment(cast: Cast) -> N
         assert found.pair.pk == assignment.pair_id and found.study.pk == cast.study.pk
         assert locked.first(uuid.uuid4(), worker.pk) is None
         assert locked.first(assignment.public_id, cast.worker_one.pk) is None
+
+
+def server_prepared(text: str) -> list[str]:
+    """The statements prepared on this connection whose text contains `text`."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall() if text in row[0]]
+
+
+def test_the_statement_is_prepared_on_the_server_and_answers_again_from_there(
+    cast: Cast,
+) -> None:
+    assert settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] is not None
+    prepared = worker_in_study()
+    assert server_prepared('FROM "annotation_worker"') == []
+    for worker in (cast.worker_one, cast.worker_two, cast.worker_one):
+        found = prepared.first(cast.study.slug, worker.user_id)
+        assert found is not None and found.pk == worker.pk and found.study.pk == cast.study.pk
+    # One prepared statement, run three times with new parameters.
+    assert len(server_prepared('FROM "annotation_worker"')) == 1
+    assert prepared.first("no-such-study", cast.worker_one.user_id) is None
+
+
+def test_with_prepared_statements_off_nothing_is_prepared(
+    cast: Cast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "prepare_threshold", None)
+    prepared: PreparedSelect[Worker] = PreparedSelect(
+        lambda external_id: Worker.objects.filter(external_id=external_id)
+    )
+    for _ in range(2):
+        found = prepared.first(cast.worker_one.external_id)
+        assert found is not None and found.pk == cast.worker_one.pk
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %s::int + 41", [1])
+        assert cursor.fetchone() == (42,)
+    assert server_prepared('"annotation_worker"."external_id" =') == []
+    assert server_prepared("+ 41") == []
+
+
+def test_a_prepared_cursor_counts_as_a_query_and_raises_djangos_errors(cast: Cast) -> None:
+    with CaptureQueriesContext(connection) as queries, prepared_cursor() as cursor:
+        cursor.execute("SELECT %(a)s::int + %(b)s::int", {"a": 1, "b": 2})
+        assert cursor.fetchone() == (3,)
+    assert len(queries) == 1 and "+ $2::int" in queries[0]["sql"]
+    with pytest.raises(IntegrityError), transaction.atomic(), prepared_cursor() as cursor:
+        # The same primary key again.
+        cursor.execute(
+            "INSERT INTO auth_user SELECT * FROM auth_user WHERE id = %s", [cast.admin.pk]
+        )
