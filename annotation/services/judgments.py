@@ -6,12 +6,15 @@ A/B terms (the Likert score, acceptability and axes), so the views and the API n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from datetime import datetime
+from typing import Any, TypeVar
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field, Model
 from django.utils import timezone
 
 from annotation.models import (
@@ -187,7 +190,7 @@ def _submit_locked(
         axes_right=axes_right,
         comment=comment,
     )
-    judgment = HumanJudgment.objects.create(
+    judgment = HumanJudgment(
         study=study,
         pair=assignment.pair,
         worker=worker,
@@ -197,35 +200,98 @@ def _submit_locked(
         duration_ms=int((now - assignment.reserved_at).total_seconds() * 1000),
         **fields,
     )
-    with prepared_cursor() as cursor:
-        cursor.execute(_MARK_SUBMITTED, {"id": assignment.pk, "worker": worker.pk, "now": now})
-        row = cursor.fetchone()
-    if row is None:
-        raise AssignmentClosed("This item can no longer be answered.")
-    # The count in RETURNING reads the statement's snapshot, which predates this row's change;
-    # the worker holds at most one open reservation, so no other submit of theirs can race it.
-    done = row[0] + 1
-    PayEntry.objects.create(
+    pay = PayEntry(
         study=study,
         worker=worker,
-        judgment=judgment,
         kind=PayEntry.Kind.JUDGMENT,
         amount_cents=study.pay_per_judgment_cents,
     )
+    sql, params = _submit_statement(judgment=judgment, pay=pay, assignment=assignment, now=now)
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        judgment_id, done = cursor.fetchone()
+    if done is None:
+        # Released or expired meanwhile: nothing of this submit stays (the transaction rolls
+        # back the judgment).
+        raise AssignmentClosed("This item can no longer be answered.")
+    judgment.pk = judgment_id
+    judgment._state.adding, judgment._state.db = False, connection.alias
     if assignment.pair.is_gold:
         worker_gold_check(worker=worker)
     return Submitted(judgment=judgment, done=done)
 
 
-# Mark the assignment submitted while it is still reserved (a conditional UPDATE: none when it
-# was released or expired meanwhile), and count the worker's other submitted assignments in the
-# same round trip, for their progress.
-_MARK_SUBMITTED = """
-UPDATE "annotation_assignment" SET status = 'submitted', submitted_at = %(now)s
-WHERE id = %(id)s AND status = 'reserved'
-RETURNING (SELECT count(*) FROM "annotation_assignment" d
-           WHERE d.worker_id = %(worker)s AND d.status = 'submitted')
+# The submit's three writes in one statement: the judgment; the assignment marked submitted while
+# it is still reserved (a conditional UPDATE: no row when it was released or expired meanwhile),
+# which also counts the worker's other submitted assignments for their progress; and the pay
+# entry, written only when the assignment was marked. The columns and values are the models' own
+# (every concrete field but the primary key, each value as Django's INSERT would send it), so
+# the rows are those HumanJudgment.objects.create and PayEntry.objects.create would write.
+# The count reads the statement's snapshot, which predates the UPDATE, hence the + 1; the
+# worker holds at most one open reservation, so no other submit of theirs can race it.
+_SUBMIT = """
+WITH judgment AS (
+    INSERT INTO {judgment_table} ({judgment_columns}) VALUES ({judgment_values}) RETURNING id
+), marked AS (
+    UPDATE "annotation_assignment" SET status = 'submitted', submitted_at = %s
+    WHERE id = %s AND status = 'reserved'
+    RETURNING (SELECT count(*) + 1 FROM "annotation_assignment" d
+               WHERE d.worker_id = %s AND d.status = 'submitted') AS done
+), pay AS (
+    INSERT INTO {pay_table} ({pay_columns}) SELECT {pay_values} FROM judgment, marked
+)
+SELECT judgment.id, marked.done FROM judgment LEFT JOIN marked ON true
 """
+
+
+def _inserted_fields(model: type[Model]) -> list[Field[Any, Any]]:
+    return [
+        field
+        for field in model._meta.concrete_fields
+        if not field.primary_key and not field.generated
+    ]
+
+
+@functools.cache
+def _submit_sql() -> str:
+    def quote(name: str | None) -> str:
+        assert name is not None  # concrete fields have columns
+        return connection.ops.quote_name(name)
+
+    judgment_fields = _inserted_fields(HumanJudgment)
+    pay_fields = _inserted_fields(PayEntry)
+    return _SUBMIT.format(
+        judgment_table=quote(HumanJudgment._meta.db_table),
+        judgment_columns=", ".join(quote(f.column) for f in judgment_fields),
+        judgment_values=", ".join("%s" for _ in judgment_fields),
+        pay_table=quote(PayEntry._meta.db_table),
+        pay_columns=", ".join(quote(f.column) for f in pay_fields),
+        pay_values=", ".join(
+            "judgment.id" if f.attname == "judgment_id" else "%s" for f in pay_fields
+        ),
+    )
+
+
+def _insert_values(obj: Model, *, skip: str = "") -> list[Any]:
+    """The values Django's INSERT would send for `obj` (pre_save, then get_db_prep_save)."""
+    return [
+        field.get_db_prep_save(field.pre_save(obj, add=True), connection=connection)
+        for field in _inserted_fields(type(obj))
+        if field.attname != skip
+    ]
+
+
+def _submit_statement(
+    *, judgment: HumanJudgment, pay: PayEntry, assignment: Assignment, now: datetime
+) -> tuple[str, list[Any]]:
+    params = [
+        *_insert_values(judgment),
+        now,
+        assignment.pk,
+        assignment.worker_id,
+        *_insert_values(pay, skip="judgment_id"),
+    ]
+    return _submit_sql(), params
 
 
 def _validated_fields(

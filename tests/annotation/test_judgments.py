@@ -18,6 +18,7 @@ from annotation.services.errors import (
     JudgmentInvalid,
     WorkerBlocked,
 )
+from annotation.services.judgments import judgment_submit
 from tests.annotation.work_helpers import answer_gold, make_pairs, submit
 from tests.conftest import Cast
 
@@ -127,6 +128,52 @@ def test_each_judgment_earns_a_pending_pay_entry_at_the_study_rate(
     entry = PayEntry.objects.get(judgment=judgment)
     assert (entry.kind, entry.status, entry.amount_cents) == ("judgment", "pending", 25)
     assert entry.worker == cast.worker_one
+
+
+def test_the_one_statement_submit_writes_the_rows_the_models_describe(
+    cast: Cast, study: Study
+) -> None:
+    # Every form on, so that every column of the judgment carries a value of its own.
+    Study.objects.filter(pk=study.pk).update(
+        form_values=True, form_acceptability=True, form_axes=True, form_comment=True
+    )
+    assignment = claim(cast.worker_one)
+    Assignment.objects.filter(pk=assignment.pk).update(a_left=False)
+    axes_left = {"relevance": "yes", "usefulness": "partial", "factuality": "no"}
+    axes_right = {"relevance": "no", "usefulness": "yes", "factuality": "partial"}
+    submitted = judgment_submit(
+        assignment_public_id=assignment.public_id,
+        worker=cast.worker_one,
+        submission_id=uuid.uuid4(),
+        likert_shown=2,
+        values=["empathy", "relevance"],
+        reason="  kinder  ",
+        acceptability_left="accept",
+        acceptability_right="unsure",
+        axes_left=axes_left,
+        axes_right=axes_right,
+        comment="a note",
+    )
+    returned = submitted.judgment
+    assert not returned._state.adding and returned.pk is not None
+    stored = HumanJudgment.objects.get(pk=returned.pk)
+    # The row read back equals the instance the service built and returned, field by field.
+    for field in HumanJudgment._meta.concrete_fields:
+        assert getattr(stored, field.attname) == getattr(returned, field.attname), field.name
+    assert (stored.likert_shown, stored.likert, stored.preference) == (2, 7, "B")
+    assert stored.values == ["empathy", "relevance"] and stored.reason == "kinder"
+    assert (stored.acceptability_a, stored.acceptability_b) == ("unsure", "accept")
+    assert stored.axes == {"a": axes_right, "b": axes_left}
+    assert stored.assignment_id == assignment.pk and stored.is_imported is False
+    assert stored.excluded is False and stored.created_at is not None
+    # The pay entry, as PayEntry.objects.create with the model's defaults would write it.
+    (entry,) = PayEntry.objects.filter(worker=cast.worker_one)
+    assert (entry.judgment_id, entry.study_id, entry.kind) == (stored.pk, study.pk, "judgment")
+    assert (entry.amount_cents, entry.status, entry.reason) == (25, "pending", "")
+    assert entry.created_at is not None
+    marked = Assignment.objects.get(pk=assignment.pk)
+    assert marked.status == Assignment.Status.SUBMITTED and marked.submitted_at is not None
+    assert submitted.done == 1
 
 
 class TestSevenValues:

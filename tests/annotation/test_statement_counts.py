@@ -33,10 +33,11 @@ NEXT_STATEMENTS = 5
 #   5. the savepoint of judgment_submit's transaction (BEGIN in production),
 #   6. the assignment under its row lock, with its pair, answers and study,
 #   7. the judgment this assignment may already have (read under the lock: a double click),
-#   8. the judgment's INSERT, 9. the assignment's conditional UPDATE, which also returns the
-#      worker's submitted count for the progress shown, 10. the pay entry's INSERT,
-#   11. the savepoint's release (COMMIT in production).
-SUBMIT_STATEMENTS = 11
+#   8. the three writes in one statement: the judgment's INSERT, the assignment's conditional
+#      UPDATE (which also returns the worker's submitted count for the progress shown) and the
+#      pay entry's INSERT,
+#   9. the savepoint's release (COMMIT in production).
+SUBMIT_STATEMENTS = 9
 # The browser's item page (GET /work/<study>/item/<id>/, where the work page's claim redirects):
 #   1. the session, 2. the user, 3. the worker with its study, 4. the assignment with its pair,
 #   prompt, both answers and study, and the worker's submitted count for the progress shown.
