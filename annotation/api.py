@@ -139,7 +139,8 @@ class NextApi(WorkerApi):
         if assignment is not None:
             body.update(
                 status="item",
-                item=item_body(work_item_build(assignment=assignment)),
+                # The study read with the worker: the item's read needs no study of its own.
+                item=item_body(work_item_build(assignment=assignment, study=self.study)),
                 forms=forms_of(self.study),
             )
             return Response(body)

@@ -192,16 +192,29 @@ class WorkItem:
 _ITEM: PreparedSelect[Assignment] = PreparedSelect(
     lambda pk: Assignment.objects.select_related(*ITEM_RELATED).filter(pk=pk)
 )
+# The same without the study, for a caller that has read it.
+_ITEM_OF_STUDY: PreparedSelect[Assignment] = PreparedSelect(
+    lambda pk: Assignment.objects.select_related(
+        *(name for name in ITEM_RELATED if name != "study")
+    ).filter(pk=pk)
+)
 
 
-def work_item_build(*, assignment: Assignment) -> WorkItem:
+def work_item_build(*, assignment: Assignment, study: Study | None = None) -> WorkItem:
     """Render one assignment for its worker: prompt turns and both answers in shown order.
 
     An assignment whose pair is not loaded yet (as the claim returns it) is read again with its
-    pair, prompt, both answers and study in one joined query.
+    pair, prompt and both answers in one joined query, and with its study unless the caller
+    gives it: `study`, the assignment's study as the caller read it in this request (the API's,
+    read with the worker).
     """
     if not Assignment._meta.get_field("pair").is_cached(assignment):
-        loaded = _ITEM.first(assignment.pk)
+        if study is not None and study.pk == assignment.study_id:
+            loaded = _ITEM_OF_STUDY.first(assignment.pk)
+            if loaded is not None:
+                Assignment._meta.get_field("study").set_cached_value(loaded, study)
+        else:
+            loaded = _ITEM.first(assignment.pk)
         if loaded is None:
             raise Assignment.DoesNotExist(f"Assignment {assignment.pk} no longer exists.")
         assignment = loaded

@@ -25,7 +25,8 @@ from tests.conftest import Cast
 # next (outside a transaction in production, and in a test too: the claim opens none):
 #   1. the session, 2. the user (the session's auth), 3. the worker with its study (one join),
 #   4. the claim: one call of annotation_claim_pass, which also counts the worker's judgments
-#      for the progress shown, 5. the item: pair, prompt, both answers and study in one join.
+#      for the progress shown, 5. the item: pair, prompt and both answers in one join (its study
+#      is the one read with the worker).
 NEXT_STATEMENTS = 5
 # submit:
 #   1. the session, 2. the user, 3. the worker with its study,

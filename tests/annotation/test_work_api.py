@@ -11,7 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 from django.core.cache import cache
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.api import SubmitInputSerializer, submit_input_plain
@@ -205,3 +207,17 @@ def test_a_submit_is_read_as_its_serializer_reads_it(data: object) -> None:
         return  # the API asks the serializer itself
     assert serializer.is_valid(), serializer.errors
     assert plain == dict(serializer.validated_data)
+
+
+def test_next_reads_the_item_without_the_study_it_read_with_the_worker(
+    cast: Cast, client: Client
+) -> None:
+    make_pairs(cast.study, 2)
+    worker = enter_and_consent(client, cast.study, "pid-item-study")
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(f"/work/{cast.study.slug}/api/next/")
+    assert response.status_code == 200 and response.json()["status"] == "item"
+    # The study is read once, with the worker; the item's read joins no study.
+    study_reads = [q["sql"] for q in queries if '"annotation_study"' in q["sql"]]
+    assert len(study_reads) == 1 and '"annotation_worker"' in study_reads[0], study_reads
+    assert worker.study_id == cast.study.pk
