@@ -80,11 +80,13 @@ def cluster_sums(
     for start in range(0, rounds, block):
         size = min(block, rounds - start)
         if by_index:
-            # Fewer than 2**31 cells per block (_BLOCK_CELLS): 32-bit draws and offsets.
             picks = rng.integers(0, clusters, size=(size, clusters), dtype=np.int32)
-            picks += (np.arange(size, dtype=np.int32) * np.int32(clusters))[:, None]
-            weights = np.bincount(picks.ravel(), minlength=size * clusters).reshape(size, clusters)
-            sums[start : start + size] = weights.astype(np.float64) @ table
+            # Counted round by round: each round's counts stay in cache, where one count of
+            # the whole block would scatter over a block-sized array.
+            weights = np.empty((size, clusters))
+            for row in range(size):
+                weights[row] = np.bincount(picks[row], minlength=clusters)
+            sums[start : start + size] = weights @ table
         else:
             weights = rng.multinomial(clusters, counts / clusters, size=size).astype(np.float64)
             sums[start : start + size] = weights @ distinct

@@ -232,3 +232,14 @@ def test_interval_estimates_are_the_point_statistics(level: Level) -> None:
 
     assert alpha.estimate == krippendorff_alpha_from_long(units, values, level)
     assert kappa.estimate == fleiss_kappa(table)
+
+
+def test_cluster_sums_by_index_sum_the_rows_of_the_documented_draws() -> None:
+    # Round r sums the rows at the C indices that rng.integers(0, C, int32) draws for it.
+    rng = np.random.default_rng(5)
+    rows = np.column_stack([np.ones(300), rng.normal(size=(300, 3))])
+
+    sums = cluster_sums(rows, rounds=50, seed=9)
+
+    picks = np.random.default_rng(9).integers(0, 300, size=(50, 300), dtype=np.int32)
+    assert sums == pytest.approx(np.stack([rows[p].sum(axis=0) for p in picks]), rel=1e-12)
