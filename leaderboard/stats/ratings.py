@@ -829,11 +829,13 @@ def _cluster_cells(
         step = max(1, 5_000_000 // max(n_clusters, 1))
         for start in range(0, rounds, step):
             size = min(step, rounds - start)
-            # Each round picks n_clusters clusters uniformly with replacement.
+            # Each round picks n_clusters clusters uniformly with replacement, counted round by
+            # round (a count that stays in cache).
             picks = rng.integers(0, n_clusters, size=(size, n_clusters))
-            picks += np.arange(size)[:, None] * n_clusters
-            counts = np.bincount(picks.ravel(), minlength=size * n_clusters)
-            weights[start : start + size] = counts.reshape(size, n_clusters) @ per_cluster
+            counts = np.empty((size, n_clusters))
+            for row in range(size):
+                counts[row] = np.bincount(picks[row], minlength=n_clusters)
+            weights[start : start + size] = counts @ per_cluster
         return weights
 
     return draw

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
+from leaderboard.stats import ratings
 from leaderboard.stats.ratings import RATING_COLUMNS, bradley_terry
 
 STRENGTHS = {"gpt-4": 1250.0, "claude": 1150.0, "vicuna": 1000.0, "alpaca": 900.0, "llama": 700.0}
@@ -160,3 +161,26 @@ def test_one_battle_per_prompt_gives_the_battle_bootstraps_interval_width() -> N
     by_prompt = bradley_terry(battles, rounds=800, seed=2, clusters=np.arange(400))
     ratio = (by_prompt["upper"] - by_prompt["lower"]) / (by_battle["upper"] - by_battle["lower"])
     assert ratio.between(0.85, 1.15).all(), ratio.tolist()
+
+
+def test_a_prompt_round_weighs_each_cell_by_the_battles_of_the_prompts_drawn() -> None:
+    # Round r draws C prompt indices (rng.integers(0, C)); a cell's weight is how many of its
+    # battles lie on those prompts, a prompt drawn twice counting twice.
+    battles = simulated_battles(4, 300, tie_share=0.2)
+    prompts = np.random.default_rng(4).integers(0, 40, 300)
+    enc = ratings._encode(battles)
+    ca, cb, cs, counts = ratings._cells(enc, "half")
+
+    weights = ratings._cluster_cells(enc, "half", prompts, len(counts))(
+        np.random.default_rng(6), 30
+    )
+
+    ids = np.unique(prompts)
+    picks = np.random.default_rng(6).integers(0, len(ids), size=(30, len(ids)))
+    cell = {key: i for i, key in enumerate(zip(ca, cb, cs, strict=True))}
+    expected = np.zeros((30, len(counts)))
+    for r in range(30):
+        for p in ids[picks[r]]:
+            for i in np.flatnonzero(prompts == p):
+                expected[r, cell[enc.a[i], enc.b[i], enc.score_a[i]]] += 1
+    assert (weights == expected).all()
