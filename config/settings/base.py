@@ -30,6 +30,10 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # rather than failing the request. Sizing: docs/scaling.md.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
+# Django's PostgreSQL backend with a health check that asks the server only when the connection's
+# socket says something happened or a round trip is due (config/postgresql/base.py).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "config.postgresql"
 # The annotator's per-request statements (annotation.selectors.prepared.prepared_cursor) are
 # prepared on the server, so PostgreSQL plans each once per connection; planning those joins took
 # several times longer than running them. Nothing else is prepared: Django's own cursors bind on
