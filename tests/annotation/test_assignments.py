@@ -215,6 +215,21 @@ def pair_rows_read() -> tuple[int, int]:
     return (row[0], row[1]) if row else (0, 0)
 
 
+@pytest.mark.django_db
+def test_the_claim_functions_plan_their_statements_once_per_connection() -> None:
+    # A later CREATE OR REPLACE FUNCTION without the SET clause would drop it (migration 0010).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT proname, proconfig FROM pg_proc WHERE proname IN "
+            "('annotation_claim_pass', 'annotation_claim_reserve') ORDER BY proname"
+        )
+        rows = cursor.fetchall()
+    assert rows == [
+        ("annotation_claim_pass", ["plan_cache_mode=force_generic_plan"]),
+        ("annotation_claim_reserve", ["plan_cache_mode=force_generic_plan"]),
+    ]
+
+
 def test_the_claim_reads_a_bounded_window_and_never_sorts_the_pool_at_random(
     cast: Cast,
 ) -> None:
