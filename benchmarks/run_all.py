@@ -32,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_http import cpu_text  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def _http_value(r: dict) -> str:
     return (
         f"{r['cycles_per_s']:.1f} cycles/s, next p50/p95/p99 {r['next_p50_ms']:.0f}/"
         f"{r['next_p95_ms']:.0f}/{r['next_p99_ms']:.0f} ms, {r['errors']} errors, "
-        f"invariants {'ok' if not bad else 'VIOLATED'}"
+        f"invariants {'ok' if not bad else 'VIOLATED'}{cpu_text(r)}"
     )
 
 
