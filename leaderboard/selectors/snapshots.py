@@ -102,11 +102,23 @@ def fingerprint_sql() -> str:
     }
     runs = f"SELECT id FROM {tables['run']} WHERE study_id = %(study)s"
 
-    def latest_call(column: str) -> str:
-        # Per run, so that each is one backward step of the (run, column) index.
-        return f"""(SELECT max(last) FROM (SELECT (SELECT max(c.{column})
-            FROM {tables["call"]} c WHERE c.run_id = r.id) AS last
+    def per_run(latest: str) -> str:
+        return f"""(SELECT max(last) FROM (SELECT ({latest}) AS last
             FROM {tables["run"]} r WHERE r.study_id = %(study)s) AS per_run)"""
+
+    # Per run, so that each is one backward step of the (run, column) index. For the id, a
+    # plain max(c.id) WHERE c.run_id = r.id may be planned as a backward walk of the primary
+    # key that skips every later run's calls (260 ms for a run followed by 1M calls): the row
+    # comparison and order below can only be served by the (run, id) index, and the CASE
+    # takes a row of an earlier run as "no call".
+    latest_id = per_run(
+        f"""SELECT CASE WHEN c.run_id = r.id THEN c.id END FROM {tables["call"]} c
+            WHERE (c.run_id, c.id) <= (r.id, {2**63 - 1}) ORDER BY c.run_id DESC, c.id DESC
+            LIMIT 1"""
+    )
+    latest_finished = per_run(
+        f"SELECT max(c.finished_at) FROM {tables['call']} c WHERE c.run_id = r.id"
+    )
 
     return f"""
         SELECT
@@ -121,8 +133,8 @@ def fingerprint_sql() -> str:
           {deleted["judgment"]},
           (SELECT string_agg(id || ':' || status, ',' ORDER BY id) FROM {tables["run"]}
              WHERE study_id = %(study)s),
-          {latest_call("id")},
-          {latest_call("finished_at")},
+          {latest_id},
+          {latest_finished},
           {deleted["call"]},
           (SELECT max(id) FROM {tables["score"]} WHERE run_id IN ({runs})),
           {deleted["score"]}

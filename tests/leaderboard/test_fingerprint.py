@@ -155,3 +155,23 @@ def test_the_fingerprint_plan_reads_the_calls_through_the_run_indexes(
         plan = "\n".join(row[0] for row in cursor.fetchall())
     calls = [line for line in plan.splitlines() if " on judges_judgecall" in line]
     assert calls and all("call_run_finished" in x or "call_run_id" in x for x in calls), plan
+
+
+def test_each_runs_latest_call_is_its_own_whatever_the_runs_around_it(
+    judged: tuple[Study, JudgeRun], cast: Cast
+) -> None:
+    # The latest call of a run is found by stepping back from (run, largest id) in the (run, id)
+    # index: a later run without calls, or another study's runs, must not lend it theirs.
+    study, run = judged
+    pair = Pair.objects.get(study=study)
+    judge = Judge.objects.create(name="fp judge 2", kind=Judge.Kind.LLM)
+    # Run ids in order: this study's run, another study's, then this study's run without calls.
+    other_run = JudgeRun.objects.create(judge=judge, study=cast.other_study)
+    JudgeRun.objects.create(judge=judge, study=study, status=JudgeRun.Status.DONE)
+    other_pair = make_pair(cast.other_study, "o1")
+    before = study_data_fingerprint(study=study)
+
+    JudgeCall.objects.create(run=other_run, pair=other_pair, order="ab", status="pending")
+    assert study_data_fingerprint(study=study) == before
+    JudgeCall.objects.create(run=run, pair=pair, order="ba", status="pending")
+    assert study_data_fingerprint(study=study) != before
