@@ -216,18 +216,16 @@ def pair_rows_read() -> tuple[int, int]:
 
 
 @pytest.mark.django_db
-def test_the_claim_functions_plan_their_statements_once_per_connection() -> None:
-    # A later CREATE OR REPLACE FUNCTION without the SET clause would drop it (migration 0010).
+def test_the_claim_functions_plan_their_statements_for_each_calls_values() -> None:
+    # Generic plans (migration 0010) walked a 1M-pair study's window more dearly than plans for
+    # the call's own values; 0011 undid them: the functions carry no plan_cache_mode.
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT proname, proconfig FROM pg_proc WHERE proname IN "
             "('annotation_claim_pass', 'annotation_claim_reserve') ORDER BY proname"
         )
         rows = cursor.fetchall()
-    assert rows == [
-        ("annotation_claim_pass", ["plan_cache_mode=force_generic_plan"]),
-        ("annotation_claim_reserve", ["plan_cache_mode=force_generic_plan"]),
-    ]
+    assert rows == [("annotation_claim_pass", None), ("annotation_claim_reserve", None)]
 
 
 def test_the_claim_reads_a_bounded_window_and_never_sorts_the_pool_at_random(
