@@ -617,12 +617,16 @@ class Assignment(models.Model):
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
-    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="assignments")
-    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="assignments")
-    a_left = models.BooleanField(help_text="True when answer A is shown on the left.")
-    status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.RESERVED, db_index=True
+    # The pair's and the worker's lookups are served by the composite indexes below, which lead
+    # with them; each index of its own would only be one more to write on every claim and submit.
+    pair = models.ForeignKey(
+        Pair, on_delete=models.CASCADE, related_name="assignments", db_index=False
     )
+    worker = models.ForeignKey(
+        Worker, on_delete=models.CASCADE, related_name="assignments", db_index=False
+    )
+    a_left = models.BooleanField(help_text="True when answer A is shown on the left.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RESERVED)
     reserved_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -630,8 +634,9 @@ class Assignment(models.Model):
     class Meta:
         ordering = ["-reserved_at"]
         constraints = [
+            # Pair first: the claim counts a pair's taken slots through this index.
             models.UniqueConstraint(
-                fields=["worker", "pair"],
+                fields=["pair", "worker"],
                 condition=Q(status__in=["reserved", "submitted"]),
                 name="assignment_one_open_per_worker_pair",
             ),
@@ -642,6 +647,13 @@ class Assignment(models.Model):
         indexes = [
             models.Index(fields=["pair", "status"], name="assignment_pair_status"),
             models.Index(fields=["worker", "pair"], name="assignment_worker_pair"),
+            # Open reservations only (a handful of rows whatever the study's size): a worker's
+            # open reservation, and the sweep of those past their expiry.
+            models.Index(
+                fields=["worker", "expires_at"],
+                condition=Q(status="reserved"),
+                name="assignment_worker_reserved",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -656,7 +668,10 @@ class HumanJudgment(models.Model):
     preference, and may not know the order shown: those fields stay empty rather than invented.
     """
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judgments")
+    # The study's lookups are served by judgment_study_pair, which leads with it.
+    study = models.ForeignKey(
+        Study, on_delete=models.CASCADE, related_name="judgments", db_index=False
+    )
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judgments")
     worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="judgments")
     assignment = models.OneToOneField(
@@ -739,8 +754,14 @@ class PayEntry(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pay_entries")
     worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="pay_entries")
+    # Looked up by pay_once_per_judgment, which leads with it.
     judgment = models.ForeignKey(
-        HumanJudgment, null=True, blank=True, on_delete=models.CASCADE, related_name="pay_entries"
+        HumanJudgment,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="pay_entries",
+        db_index=False,
     )
     kind = models.CharField(max_length=10, choices=Kind.choices)
     amount_cents = models.IntegerField()
