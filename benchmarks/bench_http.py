@@ -280,6 +280,8 @@ class LoadClient:
         if cookies:
             fixed["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
         self.base = base_url.rstrip("/")
+        # A refused, reset or timed-out request is an error of the run, not its end.
+        self.failures = (aiohttp.ClientError, TimeoutError)
         self.session = aiohttp.ClientSession(
             headers=fixed,
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -287,13 +289,10 @@ class LoadClient:
         )
 
     async def _send(self, method: str, path: str, body: Any = None) -> Reply:
-        import aiohttp
-
         try:
             async with self.session.request(method, self.base + path, json=body) as response:
                 return Reply(response.status, await response.text())
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            # A refused, reset or timed-out request is an error of the run, not its end.
+        except self.failures as exc:
             raise RequestFailed(f"{method} {path}: {type(exc).__name__} {exc}") from exc
 
     async def get(self, path: str) -> Reply:
