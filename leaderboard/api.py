@@ -24,6 +24,7 @@ from config.access import get_study_or_404
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.selectors.api import api_study_list
+from leaderboard.selectors.exports import RATING_COLUMNS, judgments_with_ratings
 from leaderboard.selectors.snapshots import study_data_fingerprint
 from leaderboard.services.reports import report_state_get
 
@@ -132,8 +133,16 @@ class StudyPairListApi(_RowsApi):
         )
 
 
+def _rating(name: str) -> serializers.CharField:
+    """A rating of one side, as `judgments_with_ratings` reads it (null where not asked)."""
+    assert name in RATING_COLUMNS, name
+    return serializers.CharField(source=f"rating_{name}", allow_null=True)
+
+
 class StudyJudgmentListApi(_RowsApi):
-    """The study's human judgments, by id; the rater is the panel's participant id."""
+    """The study's human judgments, by id; the rater is the panel's participant id. Each
+    answer's ratings, where the study asks them: acceptability_a / _b (accept, reject, unsure)
+    and relevance, usefulness, factuality _a / _b (no, partial, yes); null where not asked."""
 
     schema = AutoSchema(operation_id_base="StudyJudgment", component_name="Judgment", tags=["rows"])
 
@@ -151,9 +160,18 @@ class StudyJudgmentListApi(_RowsApi):
         reason = serializers.CharField()
         duration_ms = serializers.IntegerField(allow_null=True)
         created_at = serializers.DateTimeField()
+        acceptability_a = _rating("acceptability_a")
+        acceptability_b = _rating("acceptability_b")
+        relevance_a = _rating("relevance_a")
+        relevance_b = _rating("relevance_b")
+        usefulness_a = _rating("usefulness_a")
+        usefulness_b = _rating("usefulness_b")
+        factuality_a = _rating("factuality_a")
+        factuality_b = _rating("factuality_b")
 
     def rows(self, study: Study) -> QuerySet[Any]:
-        return HumanJudgment.objects.filter(study=study).select_related("worker").order_by("pk")
+        judgments = HumanJudgment.objects.filter(study=study).select_related("worker")
+        return judgments_with_ratings(judgments).order_by("pk")
 
 
 class StudyCallListApi(_RowsApi):

@@ -15,7 +15,7 @@ bounded whatever the study's size. The database does the encoding, cell by cell 
   ``chunk_rows`` rows.
 
 A column's type comes from its model field, so a new column needs only a line in
-``EXPORT_TABLES``.
+``EXPORT_TABLES`` (a computed one, such as the per-answer ratings, is text).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from django.db.models import QuerySet
 
 from annotation.models import Study
 from config.csvsafe import csv_cell_sql
-from leaderboard.selectors.exports import EXPORT_TABLES, study_export_queryset
+from leaderboard.selectors.exports import EXPORT_COMPUTED, EXPORT_TABLES, study_export_queryset
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
@@ -109,6 +109,9 @@ def export_columns(*, model: type[models.Model], table: str) -> tuple[Column, ..
     """The columns of one export table, typed from the fields of `model` they read."""
     columns = []
     for path, name in EXPORT_TABLES[table]:
+        if path in EXPORT_COMPUTED:
+            columns.append(Column(name=name, kind="text"))
+            continue
         kind, digits = _kind_of(_model_field(model, path))
         columns.append(Column(name=name, kind=kind, digits=digits))
     return tuple(columns)
