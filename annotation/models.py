@@ -102,6 +102,14 @@ class Study(models.Model):
     pay_per_judgment_cents = models.PositiveIntegerField(
         default=15, help_text="Pay per accepted judgment, in US cents."
     )
+    prolific_reward_cents = models.PositiveIntegerField(
+        "Prolific reward",
+        null=True,
+        blank=True,
+        help_text="The reward per submission set on Prolific, in US cents. Empty: the session "
+        "pay (target x pay per judgment). The reward pays the judgments up to it; only what it "
+        "does not cover (gold bonuses, judgment pay above it) goes into the bonus.",
+    )
     hourly_floor_cents = models.PositiveIntegerField(
         default=1200, help_text="Effective hourly pay below which the study raises an alert."
     )

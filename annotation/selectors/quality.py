@@ -14,6 +14,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.db.models import Q, Sum
 
 from annotation.models import EntryLog, HumanJudgment, PayEntry, Study, Worker
+from annotation.selectors.bonus import study_bonus_lines
 
 # A worker whose median time per item is under this many seconds is flagged as too fast.
 FAST_SECONDS = 5.0
@@ -235,20 +236,18 @@ def study_pay_summary(*, study: Study) -> StudyPay:
 def study_payout_rows(*, study: Study, prolific: bool) -> list[tuple[str, ...]]:
     """Rows of the payouts CSV.
 
-    With `prolific`, Prolific's bulk bonus format: one line per Prolific participant with the
-    sum of their approved, unpaid entries in dollars ("participant id, amount"). Otherwise the
-    whole ledger, one line per entry.
+    With `prolific`, Prolific's bulk bonus format: one line per Prolific participant with a bonus
+    due, in dollars ("participant id, amount"). The bonus is only what Prolific's reward does not
+    pay (`annotation.selectors.bonus`): the gold bonuses and any judgment pay above the reward,
+    never the judgments the reward already pays. Otherwise the whole ledger, one line per entry.
     """
-    entries = PayEntry.objects.filter(study=study).select_related("worker").order_by("pk")
     if prolific:
-        totals: dict[str, int] = defaultdict(int)
-        for entry in entries.filter(
-            status=PayEntry.Status.APPROVED, worker__panel=Worker.Panel.PROLIFIC
-        ):
-            totals[entry.worker.external_id] += entry.amount_cents
         return [
-            (pid, f"{Decimal(cents) / 100:.2f}") for pid, cents in sorted(totals.items()) if cents
+            (line.external_id, dollars(line.arithmetic.due_cents))
+            for line in study_bonus_lines(study=study)
+            if line.arithmetic.due_cents > 0
         ]
+    entries = PayEntry.objects.filter(study=study).select_related("worker").order_by("pk")
     return [
         (
             entry.worker.panel,

@@ -54,6 +54,7 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "qualification_items",
     "categories",
     "pay_per_judgment_cents",
+    "prolific_reward_cents",
     "hourly_floor_cents",
     "completion_code",
     "partial_completion_code",

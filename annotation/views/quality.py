@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views import View
 
 from annotation.models import Worker
+from annotation.selectors.bonus import study_bonus_lines, study_reward_cents
 from annotation.selectors.quality import (
     study_pay_summary,
     study_payout_rows,
@@ -33,6 +34,8 @@ class WorkerQualityView(ResearcherRequiredMixin, View):
                 "study": study,
                 "rows": study_worker_quality(study=study),
                 "pay": study_pay_summary(study=study),
+                "bonus_lines": study_bonus_lines(study=study),
+                "reward_cents": study_reward_cents(study=study),
             },
         )
 

@@ -43,6 +43,8 @@ def settings_post(study: Study, **changes: Any) -> dict[str, Any]:
                 data[name] = "on"
         elif isinstance(value, list):
             data[name] = ", ".join(value)
+        elif value is None:
+            data[name] = ""
         else:
             data[name] = value
     for name, value in changes.items():

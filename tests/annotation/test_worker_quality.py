@@ -180,8 +180,13 @@ def test_payouts_export_in_prolific_bonus_format_and_as_a_ledger(
 
     prolific = client.get(f"/studies/{study.slug}/payouts.csv?format=prolific")
     assert prolific["Content-Type"].startswith("text/csv")
+    # 3 approved judgments x 15 cents are inside Prolific's reward (the session pay of 20 x 15
+    # cents), so no bonus is due: the file holds only what the reward does not pay.
+    assert list(csv.reader(io.StringIO(prolific.content.decode()))) == []
+    Study.objects.filter(pk=study.pk).update(prolific_reward_cents=30)
+    prolific = client.get(f"/studies/{study.slug}/payouts.csv?format=prolific")
     assert list(csv.reader(io.StringIO(prolific.content.decode()))) == [
-        ["PID-wendy-worker", "0.45"]
+        ["PID-wendy-worker", "0.15"]
     ]
     ledger = list(
         csv.reader(io.StringIO(client.get(f"/studies/{study.slug}/payouts.csv").content.decode()))
