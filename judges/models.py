@@ -200,6 +200,9 @@ class JudgeCall(models.Model):
     parse_error = models.TextField(blank=True)
     refusal = models.BooleanField(default=False)
     error = models.TextField(blank=True)
+    # Every attempt's error, oldest first, kept when the call is retried and when it is done at
+    # last: [{"attempt": n, "at": ISO time, "error": text}] (`error` holds only the latest).
+    attempt_errors = models.JSONField(default=list, blank=True)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=8, default=Decimal(0))

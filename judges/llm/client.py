@@ -173,16 +173,30 @@ def error_classify(exc: Exception) -> JudgeCallError:
     return JudgeCallError(f"{type(exc).__name__}: {exc}", transient=False)
 
 
+# Past the deadline a read waits at most this long, for bytes the kernel already holds (no
+# longer than a scheduler's tick), and a late reader drains what is waiting for at most
+# LATE_DRAIN_SECONDS of its own time, so a server that keeps sending cannot hold it for ever.
+LATE_READ_WAIT = 0.005
+LATE_DRAIN_SECONDS = 0.25
+
+
 class _DeadlineStream(httpcore2.NetworkStream):
     """A socket stream whose every read and write ends by one total deadline.
 
     httpx's timeouts apply to each read, so a server that trickles its reply a byte at a time
     could hold a request for ever; here each wait is cut to the time left before the deadline.
+
+    The deadline bounds waiting, not reading: bytes that reached this machine are read whenever
+    the reading thread gets the CPU. A worker thread starved of CPU (a loaded machine, a paused
+    process) may come to its read after the deadline although the whole reply arrived in time;
+    the reply is then read from the socket without waiting, instead of being thrown away and
+    paid for again. Only a read that finds nothing waiting past the deadline times out.
     """
 
     def __init__(self, stream: httpcore2.NetworkStream, deadline: float):
         self._stream = stream
         self._deadline = deadline
+        self._late_since: float | None = None
 
     def _left(self, timeout: float | None, error: type[Exception]) -> float:
         left = self._deadline - time.monotonic()
@@ -191,9 +205,23 @@ class _DeadlineStream(httpcore2.NetworkStream):
         return left if timeout is None else min(timeout, left)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, self._left(timeout, httpcore2.ReadTimeout))
+        now = time.monotonic()
+        left = self._deadline - now
+        if left > 0:
+            wait = left if timeout is None else min(timeout, left)
+            return self._stream.read(max_bytes, wait)
+        if self._late_since is None:
+            self._late_since = now
+        if now - self._late_since > LATE_DRAIN_SECONDS:
+            raise httpcore2.ReadTimeout("the request's total deadline passed")
+        # What the kernel already received comes back at once; an empty socket times out.
+        return self._stream.read(max_bytes, LATE_READ_WAIT)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            # h11 ends a request with an empty write: nothing to wait for, so no deadline to
+            # pass (a late thread would otherwise drop a request it had sent in full).
+            return
         self._stream.write(buffer, self._left(timeout, httpcore2.WriteTimeout))
 
     def close(self) -> None:

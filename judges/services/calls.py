@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 import redis
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, Sum
+from django.db.models import Exists, F, Func, JSONField, OuterRef, Q, Sum, TextField, Value
+from django.db.models.expressions import Combinable
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from config.broker import url_label
@@ -159,6 +161,33 @@ def db_retry(
             _reconnect()
             time.sleep(delay)
             delay = min(1.0, delay * 2)
+
+
+def attempt_errors_appended(*, message: str, attempt: int | Combinable | None = None) -> Func:
+    """An UPDATE expression that appends one entry to a call's `attempt_errors` history.
+
+    `attempt` is the attempt's number, or an expression of the row (the reconciler's
+    `F("attempts")`); by default the row's attempt count. One statement, so concurrent entries
+    never overwrite each other.
+    """
+    number = F("attempts") if attempt is None else attempt
+    entry = Func(
+        Cast(Value("attempt"), TextField()),
+        number if isinstance(number, Combinable) else Value(number),
+        Cast(Value("at"), TextField()),
+        Cast(Value(timezone.now().isoformat(timespec="seconds")), TextField()),
+        Cast(Value("error"), TextField()),
+        Cast(Value(message), TextField()),
+        function="jsonb_build_object",
+        output_field=JSONField(),
+    )
+    return Func(
+        F("attempt_errors"),
+        Func(entry, function="jsonb_build_array", output_field=JSONField()),
+        template="(%(expressions)s)",
+        arg_joiner=" || ",
+        output_field=JSONField(),
+    )
 
 
 def run_stall_note(*, run_id: int, reason: str) -> None:
@@ -496,7 +525,11 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
 
 def _fail_unclaimed(call: JudgeCall, request: dict[str, Any], message: str) -> CallOutcome:
     JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.PENDING).update(
-        status=JudgeCall.Status.FAILED, error=message, request=request, finished_at=timezone.now()
+        status=JudgeCall.Status.FAILED,
+        error=message,
+        attempt_errors=attempt_errors_appended(message=message),
+        request=request,
+        finished_at=timezone.now(),
     )
     run_finish_if_complete(run_id=call.run_id)
     return CallOutcome("failed", detail=message)
@@ -523,6 +556,7 @@ def _record_error(
             lambda: _mine(call, token).update(
                 status=JudgeCall.Status.PENDING,
                 error=message,
+                attempt_errors=attempt_errors_appended(message=message, attempt=attempt),
                 not_before=not_before,
                 lease_expires_at=due,
             ),
@@ -535,6 +569,7 @@ def _record_error(
         lambda: _mine(call, token).update(
             status=JudgeCall.Status.FAILED,
             error=message,
+            attempt_errors=attempt_errors_appended(message=message, attempt=attempt),
             lease_expires_at=None,
             finished_at=timezone.now(),
         ),

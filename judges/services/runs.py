@@ -24,6 +24,7 @@ from config.broker import BrokerUnavailable, broker_check, queue_length, task_se
 from config.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.calls import (
+    attempt_errors_appended,
     call_cost_estimate,
     run_cost,
     run_finish_if_complete,
@@ -273,12 +274,16 @@ def _leases_expired(now: datetime) -> list[int]:
             "error": message,
         }
         if paid_ids:
+            paid_message = message + "; its request may have been paid twice"
             JudgeCall.objects.filter(pk__in=paid_ids).update(
-                **(reset | {"error": message + "; its request may have been paid twice"}),
+                **(reset | {"error": paid_message}),
+                attempt_errors=attempt_errors_appended(message=paid_message),
                 unrecorded_requests=F("unrecorded_requests") + 1,
             )
         if free_ids:
-            JudgeCall.objects.filter(pk__in=free_ids).update(**reset)
+            JudgeCall.objects.filter(pk__in=free_ids).update(
+                **reset, attempt_errors=attempt_errors_appended(message=message)
+            )
         for run_id, amount in exposure.items():
             JudgeRun.objects.filter(pk=run_id).update(exposure_usd=F("exposure_usd") + amount)
     logger.warning("reconciler took back %d calls whose lease ran out", len(expired))

@@ -1,0 +1,107 @@
+"""A paid reply is never thrown away: a late reader keeps the bytes that arrived, and every
+attempt's error stays on the call."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from datetime import timedelta
+
+import httpcore2
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from judges.llm.client import _DeadlineBackend
+from judges.models import JudgeCall
+from judges.services.calls import judge_call_execute
+from judges.services.runs import judge_calls_reconcile, judge_run_start
+from tests.conftest import PASSWORD
+from tests.judges.conftest import make_llm_judge, make_marked_pairs
+from tests.judges.fake_openai import Fault
+from tests.judges.integration import broker_purge
+
+pytestmark = pytest.mark.django_db
+
+REPLY = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+
+
+def server_that_answers_at_once() -> tuple[socket.socket, threading.Thread]:
+    """A TCP server on loopback that sends a whole reply as soon as a client connects."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        peer.sendall(REPLY)
+        time.sleep(2)
+        peer.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def test_a_reader_that_comes_after_the_deadline_still_reads_the_reply_that_arrived_in_time():
+    listener, _ = server_that_answers_at_once()
+    backend = _DeadlineBackend(time.monotonic() + 0.3)
+    stream = backend.connect_tcp("127.0.0.1", listener.getsockname()[1])
+    # The reply arrives within the deadline; the reading thread gets the CPU only after it
+    # (a starved worker thread, a paused process).
+    time.sleep(0.6)
+    assert stream.read(65536) == REPLY
+    stream.close()
+    listener.close()
+
+
+def test_a_reader_past_the_deadline_with_nothing_waiting_times_out_without_waiting():
+    listener = socket.create_server(("127.0.0.1", 0))
+    backend = _DeadlineBackend(time.monotonic() + 0.2)
+    stream = backend.connect_tcp("127.0.0.1", listener.getsockname()[1])
+    peer, _ = listener.accept()
+    time.sleep(0.3)
+    started = time.monotonic()
+    with pytest.raises(httpcore2.ReadTimeout):
+        stream.read(65536)
+    assert time.monotonic() - started < 0.5
+    stream.close()
+    peer.close()
+    listener.close()
+
+
+def test_every_attempts_error_stays_on_the_call_and_its_page_after_it_is_done(
+    cast, fake, api_key, client, settings
+):
+    broker_purge(settings.CELERY_BROKER_URL)
+    make_marked_pairs(cast.study, 1)
+    run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
+    call = run.calls.get(order="ab")
+    fake.inject(Fault("500", key=f"{call.pair.prompt.external_id}:ab"))
+    fake.inject(Fault("429", key=f"{call.pair.prompt.external_id}:ab", retry_after=1))
+    for _ in range(2):
+        judge_call_execute(call_id=call.pk)
+        JudgeCall.objects.filter(pk=call.pk).update(not_before=timezone.now())
+    # The third attempt is claimed and its worker dies; the reconciler takes it back.
+    call.refresh_from_db()
+    JudgeCall.objects.filter(pk=call.pk).update(
+        status="running",
+        attempts=call.attempts + 1,
+        lease_token="dead",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    judge_calls_reconcile()
+    assert judge_call_execute(call_id=call.pk).status == "done"
+    call.refresh_from_db()
+    assert call.error == ""
+    history = call.attempt_errors
+    assert [entry["attempt"] for entry in history] == [1, 2, 3]
+    assert history[0]["error"].startswith("attempt 1: HTTP 500")
+    assert history[1]["error"].startswith("attempt 2: HTTP 429")
+    assert "the lease ran out" in history[2]["error"]
+    assert all(entry["at"] for entry in history)
+    assert client.login(username=cast.researcher.username, password=PASSWORD)
+    page = client.get(reverse("judges:call_detail", args=[cast.study.slug, run.pk, call.pk]))
+    text = page.content.decode()
+    assert 'id="attempt-errors"' in text
+    assert "attempt 1: HTTP 500" in text and "attempt 2: HTTP 429" in text
+    assert "the lease ran out" in text
