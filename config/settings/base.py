@@ -261,6 +261,10 @@ CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS: float = env.float(
 CONCORD_JUDGE_PENDING_GRACE_SECONDS: int = env.int(
     "CONCORD_JUDGE_PENDING_GRACE_SECONDS", default=1800
 )
+# Seconds a received reply is kept in the journal (Redis, REDIS_URL) in case its database write
+# does not land; the entry is deleted as soon as it does. It must outlast any database outage
+# the replies should survive (docs/judges.md, "The journal of received replies").
+CONCORD_JUDGE_JOURNAL_SECONDS: int = env.int("CONCORD_JUDGE_JOURNAL_SECONDS", default=7 * 86400)
 CONCORD_JUDGE_MAX_ATTEMPTS: int = env.int("CONCORD_JUDGE_MAX_ATTEMPTS", default=6)
 CONCORD_JUDGE_BACKOFF_BASE_SECONDS: float = env.float(
     "CONCORD_JUDGE_BACKOFF_BASE_SECONDS", default=2.0

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Exists, F, Func, JSONField, OuterRef, Q, Sum, TextField, Value
 from django.db.models.expressions import Combinable
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
 from config.broker import url_label
@@ -47,6 +47,12 @@ from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
 from judges.llm.prompts import conversation_render, question_render, template_render
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
+from judges.services.journal import (
+    call_identity,
+    reply_journal_forget,
+    reply_journal_read,
+    reply_journal_write,
+)
 from judges.services.keys import judge_api_key
 
 logger = logging.getLogger(__name__)
@@ -312,13 +318,22 @@ def _record_reply(
     cost: Decimal,
     output_format: str,
     until: float,
+    recovered: bool = False,
 ) -> bool:
     """Write the reply and add its cost to the run's spend in one transaction; True if written.
 
     Retried over dropped connections until `until`, and checked by the call's token, so a write
-    that landed just before its connection died is not taken for a lost one.
+    that landed just before its connection died is not taken for a lost one. A `recovered`
+    reply comes from the journal (an earlier attempt received it, and the reconciler counted
+    that attempt on the ledger when it took the call back): the ledger's count goes down by one
+    in the same transaction, since that request was paid once, not twice.
     """
     parsed: ParseResult = reply_parse(reply.content, output_format)
+    estimate = (
+        call_cost_estimate(judge=call.run.judge, request=call_request(call=call))
+        if recovered
+        else Decimal(0)
+    )
     fields: dict[str, Any] = {
         "status": JudgeCall.Status.DONE,
         "raw_output": reply.content,
@@ -354,6 +369,10 @@ def _record_reply(
                 return False
             if cost:
                 JudgeRun.objects.filter(pk=call.run_id).update(spent_usd=F("spent_usd") + cost)
+            if recovered and _ledger_undo_one(call):
+                JudgeRun.objects.filter(pk=call.run_id).update(
+                    exposure_usd=Greatest(F("exposure_usd") - estimate, Value(Decimal(0)))
+                )
         return True
 
     def landed() -> bool | None:
@@ -366,6 +385,16 @@ def _record_reply(
     if written:
         db_retry(lambda: run_stall_clear(run_id=call.run_id), until=until)
     return written
+
+
+def _ledger_undo_one(call: JudgeCall) -> bool:
+    """Take one request off the call's ledger count, if it has any; True if it had."""
+    return (
+        JudgeCall.objects.filter(pk=call.pk, unrecorded_requests__gt=0).update(
+            unrecorded_requests=F("unrecorded_requests") - 1
+        )
+        == 1
+    )
 
 
 def _baseline_reply(call: JudgeCall) -> ChatReply:
@@ -500,27 +529,56 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
     attempt = _claim(call, request, token, until)
     if attempt is None:
         return CallOutcome("skipped", detail="claimed elsewhere")
-    try:
-        reply = chat_complete(
-            base_url=judge.base_url,
-            api_key=api_key,
-            model=judge.model_name,
-            messages=request["messages"],
-            params=judge.params,
-            idempotency_key=f"concord-call-{call.pk}",
-            timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
-            prepared=prepared,
+    idempotency_key = call_idempotency_key(call_id=call.pk)
+    # An earlier attempt's reply that never reached the database is recorded, not paid again.
+    identity = call_identity(
+        run_id=call.run_id, pair_id=call.pair_id, order=call.order, created_at=call.created_at
+    )
+    journaled = reply_journal_read(idempotency_key=idempotency_key, identity=identity)
+    if journaled is not None:
+        logger.warning(
+            "call %s: attempt %s records the reply attempt %s received at %s (journal)",
+            call.pk,
+            attempt,
+            journaled.attempt,
+            journaled.received_at,
         )
-    except JudgeCallError as exc:
-        return _record_error(call, token, attempt, exc, until)
+        reply = journaled.reply
+    else:
+        try:
+            reply = chat_complete(
+                base_url=judge.base_url,
+                api_key=api_key,
+                model=judge.model_name,
+                messages=request["messages"],
+                params=judge.params,
+                idempotency_key=idempotency_key,
+                timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
+                prepared=prepared,
+            )
+        except JudgeCallError as exc:
+            return _record_error(call, token, attempt, exc, until)
+        reply_journal_write(
+            idempotency_key=idempotency_key, identity=identity, attempt=attempt, reply=reply
+        )
     cost = cost_compute(judge=judge, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out)
-    if not _record_reply(call, token, reply, cost, judge.output_format, until):
+    recorded = _record_reply(
+        call, token, reply, cost, judge.output_format, until, recovered=journaled is not None
+    )
+    if not recorded:
         # The reconciler took the call back after the lease and counted this request as
-        # possibly paid twice, so the reply is dropped rather than written over a new attempt.
+        # possibly paid twice; the reply is not written over a new attempt, and stays in the
+        # journal for the call's next claim.
         logger.warning("call %s: attempt %s lost its claim before recording", call.pk, attempt)
         return CallOutcome("lost")
+    reply_journal_forget(idempotency_key=idempotency_key)
     db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
     return CallOutcome("done")
+
+
+def call_idempotency_key(*, call_id: int) -> str:
+    """The Idempotency-Key of every request of a call, and its key in the journal."""
+    return f"concord-call-{call_id}"
 
 
 def _fail_unclaimed(call: JudgeCall, request: dict[str, Any], message: str) -> CallOutcome:

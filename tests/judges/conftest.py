@@ -32,10 +32,11 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(autouse=True)
 def _clean_rate_limits() -> Iterator[None]:
-    """Each test starts with empty rate-limit windows in its own Redis database."""
+    """Each test starts with empty rate-limit windows and journal in its own Redis database."""
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter("concord:rate:*"):
-        client.delete(key)
+    for pattern in ("concord:rate:*", "concord:journal:*"):
+        for key in client.scan_iter(pattern):
+            client.delete(key)
     yield
     client.close()
 

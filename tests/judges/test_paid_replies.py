@@ -6,21 +6,27 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import httpcore2
+import psycopg
 import pytest
+import redis
+from django.db import OperationalError, connection
 from django.urls import reverse
 from django.utils import timezone
 
 from judges.llm.client import _DeadlineBackend
 from judges.models import JudgeCall
 from judges.services.calls import judge_call_execute
+from judges.services.journal import journal_key
 from judges.services.runs import judge_calls_reconcile, judge_run_start
 from tests.conftest import PASSWORD
 from tests.judges.conftest import make_llm_judge, make_marked_pairs
 from tests.judges.fake_openai import Fault
-from tests.judges.integration import broker_purge
+from tests.judges.integration import broker_purge, database_url_for_workers
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +111,62 @@ def test_every_attempts_error_stays_on_the_call_and_its_page_after_it_is_done(
     assert 'id="attempt-errors"' in text
     assert "attempt 1: HTTP 500" in text and "attempt 2: HTTP 429" in text
     assert "the lease ran out" in text
+
+
+@contextmanager
+def database_refusing_connections() -> Iterator[Callable[[], None]]:
+    """Yield a function that makes the test database refuse every connection and drop its
+    open ones (as a database outage does); connections are allowed again on leaving."""
+    name = connection.settings_dict["NAME"]
+    admin_url = database_url_for_workers().rsplit("/", 1)[0] + "/postgres"
+    admin = psycopg.connect(admin_url, autocommit=True)
+
+    def refuse() -> None:
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        )
+
+    try:
+        yield refuse
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+        admin.close()
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_whose_database_write_outlived_the_lease_is_recorded_from_the_journal_not_paid_again(  # noqa: E501
+    cast, fake, api_key, settings
+):
+    settings.CONCORD_JUDGE_LEASE_SECONDS = 2
+    settings.CONCORD_JUDGE_TIMEOUT_SECONDS = 1
+    broker_purge(settings.CELERY_BROKER_URL)
+    fake.honour_idempotency = False  # as OpenAI: a request sent again is paid again
+    make_marked_pairs(cast.study, 1)
+    run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
+    call = run.calls.get(order="ab")
+    key = f"{call.pair.prompt.external_id}:ab"
+    with database_refusing_connections() as refuse:
+        # While the request is with the API, the database goes away for longer than the lease.
+        fake.inject(Fault("hook", key=key, hook=refuse))
+        with pytest.raises(OperationalError):
+            judge_call_execute(call_id=call.pk)
+    assert fake.generations() == {key: 1}
+    # The lease has run out: the reconciler takes the call back and counts it on the ledger.
+    time.sleep(settings.CONCORD_JUDGE_LEASE_SECONDS)
+    judge_calls_reconcile()
+    call.refresh_from_db()
+    assert (call.status, call.unrecorded_requests) == ("pending", 1)
+    # The next claim finds the reply in the journal: recorded, paid once, off the ledger.
+    assert judge_call_execute(call_id=call.pk).status == "done"
+    assert fake.generations() == {key: 1}
+    call.refresh_from_db()
+    run.refresh_from_db()
+    assert call.likert == 2 and call.attempts == 2 and call.unrecorded_requests == 0
+    assert run.spent_usd == call.cost_usd > 0 and run.exposure_usd == 0
+    # Once the database holds it, the journal does not.
+    journal = redis.Redis.from_url(settings.REDIS_URL)
+    assert not journal.exists(journal_key(f"concord-call-{call.pk}"))
