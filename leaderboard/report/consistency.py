@@ -4,14 +4,17 @@ Instructions, Shen et al. 2023), and are its verdicts stable under swapping and 
 `consistency_compute` works on the report's frames and the contrast inputs
 (`leaderboard.selectors.contrast`, read with the extras), through `leaderboard.stats.consistency`:
 
-- C_res for people and for every pairwise judge on the contrast items (each vote or call);
+- C_res for people (each item's majority of its raters) and for every pairwise judge (its
+  verdict per item, orders combined) on the contrast items, with each vote and each call as
+  named extras; intervals resample contrast pairs;
 - swap invariance of every judge from its calls in both orders on the regular pairs;
 - the share of intransitive triples for every judge (its verdict per pair, orders combined as
   the report does: agreeing orders give their verdict, disagreeing orders a tie) and for the
   people's majority;
 - the contrast items each source got wrong, with both instructions and both answers;
 - for score judges (PL models), C_res and C_ins from the four scores h(I_i, r_j) of each
-  contrast pair, with and without RewardFusion, and their agreement with people.
+  contrast pair (one comparison per pair, Eq. 2 and 3; both directions as named extras), with
+  and without RewardFusion, what the fusion retrieved, and their agreement with people.
 
 See docs/consistency.md for every definition.
 """
@@ -33,11 +36,13 @@ from leaderboard.selectors.contrast import (
     ContrastItemText,
     ScoreJudgeConsistency,
 )
+from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
     RANDOM_CONTRAST_RATE,
     RANDOM_INTRANSITIVE_RATE,
     ConsistencyRate,
+    FusionRetrieval,
     Intransitivity,
     PairRepeated,
     ScoreConsistency,
@@ -47,7 +52,7 @@ from leaderboard.stats.consistency import (
     score_agreement,
     swap_invariance,
 )
-from leaderboard.stats.majority import LABELS
+from leaderboard.stats.majority import LABELS, people_majority
 from leaderboard.stats.mtbench import CALL_ORDERS, judge_votes_combine
 from leaderboard.stats.proportion import Proportion
 
@@ -82,6 +87,16 @@ class ConsistencyRow:
     # and after RewardFusion.
     agreement: Proportion | None = None
     agreement_fused: Proportion | None = None
+    # Named extras: C_res over every vote (people) or every call (pairwise judges), where
+    # c_res is one verdict per item; C_res and C_ins of a score judge counted in both
+    # directions of each contrast pair, where c_res and c_ins count one comparison per pair.
+    c_res_per_vote: ConsistencyRate | None = None
+    c_res_both_directions: ConsistencyRate | None = None
+    c_ins_both_directions: ConsistencyRate | None = None
+    # Score judges: what RewardFusion retrieved for the contrast queries and for every scored
+    # answer (the agreement with people after fusion).
+    retrieval: FusionRetrieval | None = None
+    answer_retrieval: FusionRetrieval | None = None
 
 
 @dataclass(frozen=True)
@@ -109,22 +124,68 @@ class SourceInfo:
     order_invariant: bool = False
 
 
+@dataclass(frozen=True)
+class _Bootstrap:
+    """How the section's intervals resample: ``by_cluster`` (the report's ``resample`` is
+    "prompt") resamples contrast pairs and prompts, else each verdict or group on its own."""
+
+    by_cluster: bool
+    rounds: int
+    seed: int
+    confidence: float
+
+
 def _choice_rate(
-    frame: pd.DataFrame, contrast: ContrastInputs, source: str, confidence: float
-) -> tuple[ConsistencyRate | None, list[ContrastMiss]]:
-    """C_res of the verdicts in `frame` (pair_id, label) on contrast items, and the misses."""
+    frame: pd.DataFrame,
+    contrast: ContrastInputs,
+    boot: _Bootstrap,
+    unit: str,
+) -> ConsistencyRate | None:
+    """C_res of the verdicts in `frame` (pair_id, label) on contrast items, each counted, the
+    interval over contrast pairs (or verdicts)."""
     on_items = frame[frame["pair_id"].isin(list(contrast.items))]
     if on_items.empty:
-        return None, []
-    expected = [contrast.items[int(p)].expected for p in on_items["pair_id"]]
-    labels = on_items["label"].astype(str).tolist()
-    rate = choice_consistency(labels, expected, confidence=confidence)
+        return None
+    items = [contrast.items[int(p)] for p in on_items["pair_id"]]
+    return choice_consistency(
+        on_items["label"].astype(str).tolist(),
+        [i.expected for i in items],
+        [i.contrast_pair_id for i in items] if boot.by_cluster else None,
+        unit=unit,
+        resampled="contrast pair" if boot.by_cluster else unit,
+        rounds=boot.rounds,
+        seed=boot.seed,
+        confidence=boot.confidence,
+    )
+
+
+def _misses(verdicts: pd.DataFrame, contrast: ContrastInputs, source: str) -> list[ContrastMiss]:
+    """The items whose one verdict (pair_id, label) is not the answer that belongs."""
     misses = [
-        ContrastMiss(source, label, contrast.items[int(pair_id)])
-        for pair_id, label, want in zip(on_items["pair_id"], labels, expected, strict=True)
-        if label != want
+        ContrastMiss(source, str(label), contrast.items[int(pair_id)])
+        for pair_id, label in zip(verdicts["pair_id"], verdicts["label"], strict=True)
+        if int(pair_id) in contrast.items and str(label) != contrast.items[int(pair_id)].expected
     ]
-    return rate, misses[:MISSES_SHOWN]
+    return misses[:MISSES_SHOWN]
+
+
+def _item_majority(human: pd.DataFrame) -> pd.DataFrame:
+    """Each contrast item's people's majority (pair_id, label): the unique most common vote,
+    a tie when two labels share the most votes (`people_majority`)."""
+    majority = people_majority(human[["pair_id", "label"]]) if not human.empty else pd.Series()
+    return pd.DataFrame(
+        {"pair_id": majority.index.to_numpy(), "label": majority.to_numpy(dtype=object)}
+    )
+
+
+def _item_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
+    """A judge's one verdict per contrast item (pair_id, label): its orders combined as the
+    report combines them (agreeing orders give their verdict, disagreeing ones a tie)."""
+    if calls.empty:
+        return pd.DataFrame(columns=["pair_id", "label"])
+    return judge_votes_combine(calls.assign(likert=np.nan))[["pair_id", "label"]].assign(
+        label=lambda f: f["label"].astype(str)
+    )
 
 
 def _pair_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
@@ -178,11 +239,12 @@ class _RegularPairs:
 def _triples(
     verdicts: pd.DataFrame,
     pairs: pd.DataFrame,
-    confidence: float,
+    boot: _Bootstrap,
     coded: _RegularPairs | None = None,
 ) -> Intransitivity:
     """The intransitive triples of `verdicts` (pair_id, label) on `pairs`, each pair's group its
-    prompt and turn and its items its two answers (`coded`: `pairs` as `_RegularPairs.of`)."""
+    prompt and turn and its items its two answers (`coded`: `pairs` as `_RegularPairs.of`); the
+    interval resamples prompts (or, resampling votes, each prompt and turn on its own)."""
     if coded is None:
         joined = verdicts.merge(pairs, on="pair_id", how="inner")
         prompt_id = joined["prompt_id"].to_numpy()
@@ -202,7 +264,15 @@ def _triples(
         labels = verdicts["label"][found]
     try:
         return intransitive_triples_coded(
-            group, answer_a, answer_b, labels.to_numpy(), confidence=confidence
+            group,
+            answer_a,
+            answer_b,
+            labels.to_numpy(),
+            confidence=boot.confidence,
+            clusters=prompt_id if boot.by_cluster else None,
+            resampled="prompt" if boot.by_cluster else "prompt and turn",
+            rounds=boot.rounds,
+            seed=boot.seed,
         )
     except PairRepeated as error:
         row, where = error.row, (prompt_id[error.row], turn[error.row])
@@ -248,6 +318,9 @@ def consistency_compute(
     contrast: ContrastInputs,
     scores: Mapping[int, ScoreJudgeConsistency] | None = None,
     confidence: float = 0.95,
+    rounds: int = 1000,
+    seed: int = 0,
+    resample: str = "prompt",
 ) -> ConsistencyResult:
     """Compute the section from the report's frames and the contrast inputs.
 
@@ -255,13 +328,22 @@ def consistency_compute(
     ("ab"/"ba"), label (canonical), likert (one row per done call, as the vote frames carry
     them); majority: the people's majority label per pair_id; human: pair_id, label (each
     person's vote on the regular pairs, for a score judge's agreement with people with and
-    without RewardFusion). C_res comes from the votes on contrast items carried by `contrast`;
-    swap invariance and transitivity from the other pairs (contrast items in `pairs`, `calls` or
-    `majority` are left out). scores: a score judge's C_res and C_ins by run id
-    (`leaderboard.selectors.contrast.score_consistency_read`); such a judge's C_res comes from
-    its four scores, not from its verdicts on contrast items (whose Likert bins have a tie band).
+    without RewardFusion). C_res comes from the votes on contrast items carried by `contrast`:
+    one verdict per item (the people's majority of the item's raters, as the paper's human
+    estimate; a judge's orders combined), each vote and each call a named extra; swap
+    invariance and transitivity from the other pairs (contrast items in `pairs`, `calls` or
+    `majority` are left out). scores: a score judge's four scores by run id
+    (`leaderboard.selectors.contrast.score_consistency_read`); such a judge's C_res and C_ins
+    come from them, one comparison per contrast pair (Eq. 2 and 3), not from its verdicts on
+    contrast items (whose Likert bins have a tie band). Intervals: bootstrap over contrast pairs
+    (C_res of pairwise verdicts, a score judge's both-direction extras) and over prompts
+    (intransitive triples) with `rounds` and `seed` when `resample` is "prompt", over each
+    verdict or prompt and turn otherwise; Wilson over the independent contrast pairs for a
+    score judge's C_res and C_ins.
     """
     scores = scores or {}
+    boot = _Bootstrap(resample == "prompt", rounds, seed, confidence)
+    score_params = {"confidence": confidence, "rounds": rounds, "seed": seed}
     items = list(contrast.items)
     regular = pairs[~pairs["pair_id"].isin(items)][
         ["pair_id", "prompt_id", "turn", "answer_a", "answer_b"]
@@ -270,7 +352,7 @@ def consistency_compute(
     rows: list[ConsistencyRow] = []
     misses: list[ContrastMiss] = []
 
-    c_res, missed = _choice_rate(contrast.human, contrast, HUMAN, confidence)
+    people_items = _item_majority(contrast.human)
     majority_frame = pd.DataFrame(
         {"pair_id": majority.index.to_numpy(), "label": majority.to_numpy(dtype=object)}
     )
@@ -279,47 +361,65 @@ def consistency_compute(
         ConsistencyRow(
             source=HUMAN,
             kind="people",
-            c_res=c_res,
+            c_res=_choice_rate(people_items, contrast, boot, "item (majority of its raters)"),
             c_ins=None,
             swap=None,
-            transitivity=_triples(majority_regular, regular, confidence, coded),
+            transitivity=_triples(majority_regular, regular, boot, coded),
+            c_res_per_vote=_choice_rate(contrast.human, contrast, boot, "vote"),
         )
     )
-    misses += missed
+    misses += _misses(people_items, contrast, HUMAN)
     for source in sources:
         run_calls = calls[calls["run_id"] == source.run_id]
         on_regular = run_calls[~run_calls["pair_id"].isin(items)]
         scored = scores.get(source.run_id)
-        c_ins: ConsistencyRate | None = None
+        transitivity = _triples(_pair_verdicts(on_regular), regular, boot, coded)
+        swap = _swap(on_regular, source, confidence)
         if scored is not None:
-            c_res, c_ins, missed = scored.plain.c_res, scored.plain.c_ins, []
-        else:
-            item_calls = contrast.calls[contrast.calls["run_id"] == source.run_id]
-            c_res, missed = _choice_rate(
-                item_calls[["pair_id", "label"]], contrast, source.name, confidence
+            plain, fused = scored.plain(**score_params), scored.fused(**score_params)
+            with_people = human is not None
+            rows.append(
+                ConsistencyRow(
+                    source=source.name,
+                    kind=source.kind,
+                    c_res=plain.c_res,
+                    c_ins=plain.c_ins,
+                    swap=swap,
+                    transitivity=transitivity,
+                    fused=fused,
+                    agreement=score_agreement(
+                        scored.answer_scores, regular, human, confidence=confidence
+                    )
+                    if with_people
+                    else None,
+                    agreement_fused=score_agreement(
+                        scored.fused_answer_scores, regular, human, confidence=confidence
+                    )
+                    if with_people
+                    else None,
+                    c_res_both_directions=plain.c_res_both_directions,
+                    c_ins_both_directions=plain.c_ins_both_directions,
+                    retrieval=scored.retrieval,
+                    answer_retrieval=scored.answer_retrieval,
+                )
             )
+            continue
+        item_calls = contrast.calls[contrast.calls["run_id"] == source.run_id]
+        verdicts = _item_verdicts(item_calls)
         rows.append(
             ConsistencyRow(
                 source=source.name,
                 kind=source.kind,
-                c_res=c_res,
-                c_ins=c_ins,
-                swap=_swap(on_regular, source, confidence),
-                transitivity=_triples(_pair_verdicts(on_regular), regular, confidence, coded),
-                fused=scored.fused if scored is not None else None,
-                agreement=score_agreement(
-                    scored.answer_scores, regular, human, confidence=confidence
-                )
-                if scored is not None and human is not None
-                else None,
-                agreement_fused=score_agreement(
-                    scored.fused_answer_scores, regular, human, confidence=confidence
-                )
-                if scored is not None and human is not None
-                else None,
+                c_res=_choice_rate(verdicts, contrast, boot, "item (orders combined)"),
+                c_ins=None,
+                swap=swap,
+                transitivity=transitivity,
+                c_res_per_vote=_choice_rate(
+                    item_calls[["pair_id", "label"]], contrast, boot, "call"
+                ),
             )
         )
-        misses += missed
+        misses += _misses(verdicts, contrast, source.name)
     if contrast.seed is None:
         message = (
             "No contrast set for this study: build one with `manage.py build_contrast_set "
@@ -366,6 +466,8 @@ TABLE_COLUMNS = (
     "c_res_count",
     "c_res_total",
     "c_res_ties",
+    "c_res_unit",
+    "c_res_interval",
     "c_ins",
     "c_ins_lower",
     "c_ins_upper",
@@ -383,6 +485,23 @@ TABLE_COLUMNS = (
     "intransitive_triples",
     "triples",
     "tied_triples",
+    "intransitive_interval",
+    "c_res_per_vote",
+    "c_res_per_vote_total",
+    "c_res_both_directions",
+    "c_ins_both_directions",
+)
+FUSION_COLUMNS = (
+    "source",
+    "queries",
+    "delta",
+    "pool",
+    "queries_with_neighbours",
+    "neighbours",
+    "neighbour_cosine_mean",
+    "neighbour_cosine_max",
+    "nearest_cosine_median",
+    "same_prompt_left_out",
 )
 MISS_COLUMNS = (
     "source",
@@ -394,7 +513,9 @@ MISS_COLUMNS = (
 )
 
 
-def _cells(proportion: Proportion | None) -> tuple[float | None, float | None, float | None]:
+def _cells(
+    proportion: Proportion | ClusterProportion | None,
+) -> tuple[float | None, float | None, float | None]:
     if proportion is None:
         return None, None, None
     return proportion.share, proportion.lower, proportion.upper
@@ -409,6 +530,18 @@ def _swap_cells(swap: SwapInvariance | None) -> tuple[object, ...]:
     return (*_cells(swap.proportion), swap.proportion.total)
 
 
+def interval_label(p: ClusterProportion | None) -> str | None:
+    """How an interval was made, in words: "Wilson over contrast pairs", "bootstrap over
+    prompts (1000 rounds)"; None without a share."""
+    if p is None or p.share is None:
+        return None
+    if p.method == "wilson":
+        return f"Wilson over {p.resampled}s"
+    if p.lower is None:
+        return f"none: {p.clusters} {p.resampled}(s), too few to resample"
+    return f"bootstrap over {p.clusters} {p.resampled}s ({p.rounds} rounds)"
+
+
 def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]]:
     """One row per source in TABLE_COLUMNS order; None where a measure is not defined (C_ins for
     pairwise verdicts, swap invariance for people) or has no data."""
@@ -416,6 +549,7 @@ def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]
     for row in result.rows:
         c_res = row.c_res.proportion if row.c_res else None
         t = row.transitivity
+        per_vote = row.c_res_per_vote.proportion if row.c_res_per_vote else None
         rows.append(
             (
                 row.source,
@@ -424,6 +558,8 @@ def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]
                 c_res.count if c_res else None,
                 c_res.total if c_res else None,
                 row.c_res.ties if row.c_res else None,
+                c_res.unit if c_res else None,
+                interval_label(c_res),
                 *_cells(row.c_ins.proportion if row.c_ins else None),
                 row.fused.c_res.proportion.share if row.fused else None,
                 row.fused.c_ins.proportion.share if row.fused else None,
@@ -434,25 +570,67 @@ def consistency_table_rows(result: ConsistencyResult) -> list[tuple[object, ...]
                 t.intransitive if t else None,
                 t.triples if t else None,
                 t.tied_triples if t else None,
+                interval_label(t.proportion) if t else None,
+                per_vote.share if per_vote else None,
+                per_vote.total if per_vote else None,
+                row.c_res_both_directions.proportion.share if row.c_res_both_directions else None,
+                row.c_ins_both_directions.proportion.share if row.c_ins_both_directions else None,
             )
         )
     return rows
 
 
+def consistency_fusion_rows(result: ConsistencyResult) -> list[tuple[object, ...]]:
+    """What RewardFusion retrieved, per score judge: for its contrast queries and for every
+    scored answer (FUSION_COLUMNS order)."""
+    out: list[tuple[object, ...]] = []
+    for row in result.rows:
+        for label, r in (("contrast queries", row.retrieval), ("answers", row.answer_retrieval)):
+            if r is None:
+                continue
+            out.append(
+                (
+                    row.source,
+                    f"{label} ({r.queries})",
+                    r.delta,
+                    r.pool,
+                    r.queries_with_neighbours,
+                    r.neighbours,
+                    r.neighbour_cosine_mean,
+                    r.neighbour_cosine_max,
+                    r.nearest_cosine_median,
+                    r.same_prompt_left_out,
+                )
+            )
+    return out
+
+
 def consistency_table_note(result: ConsistencyResult) -> str:
-    """The table's note: the contrast set used and the random baselines."""
+    """The table's note: the contrast set used, the units counted, the intervals and the random
+    baselines, and which of the paper's figures a statistic compares with."""
     return (
-        f"{result.message} C_res: share of verdicts on contrast items that pick the answer "
-        f"belonging to the instruction shown (ties count as misses; random: "
-        f"{RANDOM_CONTRAST_RATE:.0%}); for a score judge, from its four scores of each pair, both "
-        "directions counted. C_ins (score judges only): an answer scores higher under its own "
-        "instruction; not defined for pairwise verdicts. *_fused: the same after RewardFusion "
-        f"(Eq. 4, δ = {DEFAULT_FUSION_DELTA}); agreement_with_people: a score judge's verdicts "
-        "against each person's vote on the regular pairs (ties a class), without and with it. "
-        "Swap invariance: share of pairs called in both "
-        "orders with the same collapsed verdict. Intransitive: share of cyclic triples among "
-        "triples judged in all three pairs without a tie (random: "
-        f"{RANDOM_INTRANSITIVE_RATE:.0%}). Intervals: Wilson 95%."
+        f"{result.message} C_res: share of contrast items where the verdict picks the answer "
+        "belonging to the instruction shown, one verdict per item: for people the majority of "
+        "the item's raters (a tied majority is a miss), for a pairwise judge its orders combined "
+        "(disagreeing orders a tie); ties count as misses (random: "
+        f"{RANDOM_CONTRAST_RATE:.0%}). c_res_per_vote: the same over every vote or call (a named "
+        "extra). For a score judge, C_res and C_ins count one comparison per contrast pair, as "
+        "the paper's Eq. 2 and 3: C_res = share of h(I_A, r_A) > h(I_A, r_B), C_ins = share of "
+        "h(I_A, r_A) > h(I_B, r_A); c_res_both_directions / c_ins_both_directions count both "
+        "directions of each pair (2 per pair, a named extra). C_ins is not defined for pairwise "
+        "verdicts. *_fused: the same after RewardFusion (Eq. 4, "
+        f"δ = {DEFAULT_FUSION_DELTA}, neighbours from other prompts' answers; what it retrieved "
+        "is in the next table); agreement_with_people: a score judge's verdicts against each "
+        "person's vote on the regular pairs (ties a class), without and with it. Swap "
+        "invariance: share of pairs called in both orders with the same collapsed verdict "
+        "(Wilson). Intransitive: share of cyclic triples among triples judged in all three pairs "
+        f"without a tie (random: {RANDOM_INTRANSITIVE_RATE:.0%}). Intervals 95%, as each row's "
+        "c_res_interval and intransitive_interval say: a bootstrap over contrast pairs (the two "
+        "items of a pair share their answers) or prompts (a prompt's triples share its pairs), "
+        "Wilson over independent contrast pairs. The paper's human estimate (82.8% C_res, "
+        "81.7% C_ins, majority of three annotators) compares with the people's c_res, not with "
+        "c_res_per_vote; its reward models' figures (53.6% / 49.4% for LLaMa-7B) with a score "
+        "judge's c_res and c_ins, not with the both-direction extras."
     )
 
 
@@ -472,7 +650,7 @@ def consistency_miss_rows(result: ConsistencyResult) -> list[tuple[str, ...]]:
 
 
 def consistency_plot_svg(result: ConsistencyResult) -> str | None:
-    """C_res and the intransitive-triple rate per source as bars with Wilson whiskers; None when
+    """C_res and the intransitive-triple rate per source as bars with their whiskers; None when
     no source has either."""
     names = [row.source for row in result.rows]
     c_res = [row.c_res.proportion if row.c_res else None for row in result.rows]
@@ -480,7 +658,7 @@ def consistency_plot_svg(result: ConsistencyResult) -> str | None:
     if all(p is None or p.share is None for p in [*c_res, *cyc]):
         return None
 
-    def series(name: str, props: Sequence[Proportion | None]) -> Series:
+    def series(name: str, props: Sequence[Proportion | ClusterProportion | None]) -> Series:
         cells = [_cells(p) for p in props]
         return Series(
             name,
@@ -530,6 +708,9 @@ class ConsistencySection(Section[ConsistencyResult]):
             contrast=inputs.contrast,
             scores=inputs.scores,
             confidence=data.params.confidence,
+            rounds=data.params.ci_rounds,
+            seed=data.params.seed,
+            resample=data.params.resample,
         )
 
     def tables(self, result: ConsistencyResult, context: RenderContext) -> list[Table]:
@@ -542,6 +723,25 @@ class ConsistencySection(Section[ConsistencyResult]):
                 note=consistency_table_note(result),
             )
         ]
+        fusion = consistency_fusion_rows(result)
+        if fusion:
+            tables.append(
+                Table(
+                    "consistency-fusion",
+                    "What RewardFusion retrieved",
+                    FUSION_COLUMNS,
+                    tuple(fusion),
+                    note=(
+                        "Per score judge: the contrast queries (four per contrast pair) and every "
+                        "scored answer (for the agreement with people after fusion), the pool "
+                        "each could retrieve from, how many found neighbours with cosine above "
+                        "δ, the neighbours' mean and largest cosine, the median of each query's "
+                        "nearest allowed cosine, and the examples above δ left out because they "
+                        "answer the query's own prompt (or, for a contrast query, the other "
+                        "prompt of its pair): Eq. 4 retrieves other instructions' examples."
+                    ),
+                )
+            )
         if result.contrast_items:
             tables.append(
                 Table(
@@ -552,8 +752,9 @@ class ConsistencySection(Section[ConsistencyResult]):
                     note=(
                         "Each row: the instruction shown with its own answer (r_A) and the answer "
                         "to the other, similar instruction (r_B), where the source did not prefer "
-                        "r_A. Score judges are left out here (their C_res counts four scores). "
-                        "At most 50 rows per source."
+                        "r_A (people: the item's majority; a pairwise judge: its orders "
+                        "combined). Score judges are left out here (their C_res counts four "
+                        "scores). At most 50 rows per source."
                     ),
                 )
             )
@@ -568,7 +769,11 @@ class ConsistencySection(Section[ConsistencyResult]):
                 "consistency",
                 "C_res and intransitive triples per source",
                 svg,
-                note="Bars: shares with Wilson 95% whiskers; random: C_res 50%, triples 25%.",
+                note=(
+                    "Bars: shares with 95% whiskers (C_res: bootstrap over contrast pairs, or "
+                    "Wilson over independent pairs for a score judge; triples: bootstrap over "
+                    "prompts); random: C_res 50%, triples 25%."
+                ),
             )
         ]
 

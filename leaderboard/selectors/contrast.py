@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -31,7 +31,9 @@ from annotation.services.pairs import first_ranked_answer
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
+    FusionRetrieval,
     ScoreConsistency,
+    fusion_retrieval,
     reward_fusion,
     score_consistency,
 )
@@ -214,17 +216,32 @@ def contrast_inputs_read(*, study: Study, run_ids: Sequence[int] = ()) -> Contra
 
 @dataclass(frozen=True)
 class ScoreJudgeConsistency:
-    """A score judge's C_res and C_ins on the contrast pairs, plain and after RewardFusion
-    (over ``pool`` scored answers of the study, threshold ``delta``)."""
+    """A score judge's four scores of each contrast pair, plain and after RewardFusion, and what
+    the fusion retrieved (the section computes C_res and C_ins from them with the report's
+    parameters).
 
-    plain: ScoreConsistency
-    fused: ScoreConsistency
+    ``scores`` and ``fused_scores`` hold h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) of
+    each pair in turn (4 per pair); ``pool`` is how many scored answers the contrast queries
+    could retrieve from; ``retrieval`` what they retrieved, ``answer_retrieval`` what every
+    scored answer retrieved when fused over the others (``fused_answer_scores``).
+    """
+
+    scores: tuple[float, ...]
+    fused_scores: tuple[float, ...]
     delta: float
     pool: int
-    # Every scored answer's score, plain and fused over the run's other scored answers (for the
-    # agreement with people with and without RewardFusion).
+    retrieval: FusionRetrieval | None = None
+    answer_retrieval: FusionRetrieval | None = None
     answer_scores: Mapping[int, float] = field(default_factory=dict)
     fused_answer_scores: Mapping[int, float] = field(default_factory=dict)
+
+    def plain(self, **params: Any) -> ScoreConsistency:
+        """C_res and C_ins of the plain scores (``params``: :func:`score_consistency`'s)."""
+        return score_consistency(np.reshape(self.scores, (-1, 2, 2)), **params)
+
+    def fused(self, **params: Any) -> ScoreConsistency:
+        """C_res and C_ins after RewardFusion."""
+        return score_consistency(np.reshape(self.fused_scores, (-1, 2, 2)), **params)
 
 
 def _answer_text(turns: object) -> str:
@@ -237,14 +254,17 @@ def score_consistency_read(
     """Score the latest contrast set's four combinations with every PL run's model.
 
     For each contrast pair, h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) with the texts
-    the PL model scores (all user turns of the prompt, all turns of the answer). RewardFusion's
-    retrieval pool is the run's scored answers of the study (each under its own prompt, with its
-    stored score) minus the contrast pairs' own answers, so that no query finds itself; every
-    scored answer is also fused over all the others (itself left out), for the agreement with
-    people with and without fusion. The embedding of an example is that of its
-    "question\n\nanswer" text, with the model's backbone encoder (the default encoder for a
-    Hugging Face checkpoint). Runs whose judge is not a PL model, or whose artifact is missing,
-    are left out.
+    the PL model scores (all user turns of the prompt, all turns of the answer). RewardFusion
+    (Eq. 4) retrieves, as the paper intends, from other instructions' examples: the pool is the
+    run's scored answers of the study (each under its own prompt, with its stored score) minus
+    the contrast pairs' own answers, and a query of contrast pair (I_A, I_B) never retrieves an
+    answer to I_A or I_B (other answers to the same prompt sit at cosines near 1 and would pull
+    the four scores towards each other). Every scored answer is also fused over the answers to
+    other prompts, for the agreement with people with and without fusion. The embedding of an
+    example is that of its "question\n\nanswer" text, with the model's backbone encoder (the
+    default encoder for a Hugging Face checkpoint). What was retrieved (counts, cosines, the
+    same-prompt examples left out) is kept. Runs whose judge is not a PL model, or whose
+    artifact is missing, are left out.
     """
     from judges.reward.artifacts import ArtifactMissing, artifact_load
     from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
@@ -258,11 +278,14 @@ def score_consistency_read(
         .order_by("pk")
     )
     questions, answers = [], []
-    for c in pairs:
+    pair_of_prompt: dict[int, int] = {}
+    for k, c in enumerate(pairs):
         q_a, q_b = _answer_text(c.prompt_a.turns), _answer_text(c.prompt_b.turns)
         r_a, r_b = _answer_text(c.answer_a.turns), _answer_text(c.answer_b.turns)
         questions += [q_a, q_a, q_b, q_b]
         answers += [r_a, r_b, r_a, r_b]
+        pair_of_prompt[c.prompt_a_id] = pair_of_prompt[c.prompt_b_id] = k
+    query_groups = np.repeat(np.arange(len(pairs), dtype=np.int64), 4)
     own = {x for c in pairs for x in (c.answer_a_id, c.answer_b_id)}
     out: dict[int, ScoreJudgeConsistency] = {}
     runs = JudgeRun.objects.filter(pk__in=run_ids, judge__kind=Judge.Kind.PL).select_related(
@@ -274,41 +297,71 @@ def score_consistency_read(
         except (ArtifactMissing, FileNotFoundError, KeyError):
             continue
         scores = np.asarray(model.score(questions, answers), dtype=np.float64)
-        plain = score_consistency(scores.reshape(-1, 2, 2))
         backbone = str(model.metadata.get("backbone") or DEFAULT_BACKBONE)
         scored = [
-            (answer_id, f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
-            for answer_id, q, a, score in AnswerScore.objects.filter(run=run)
+            (answer_id, prompt_id, f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
+            for answer_id, prompt_id, q, a, score in AnswerScore.objects.filter(run=run)
             .order_by("answer_id")
-            .values_list("answer_id", "answer__prompt__turns", "answer__turns", "score")
+            .values_list(
+                "answer_id", "answer__prompt_id", "answer__prompt__turns", "answer__turns", "score"
+            )
         ]
         queries = embed_texts(
             [f"{q}\n\n{a}" for q, a in zip(questions, answers, strict=True)], backbone=backbone
         )
         vectors = (
-            embed_texts([text for _, text, _ in scored], backbone=backbone)
+            embed_texts([text for _, _, text, _ in scored], backbone=backbone)
             if scored
             else np.empty((0, queries.shape[1]))
         )
-        all_scores = np.array([score for _, _, score in scored], dtype=np.float64)
-        in_pool = np.array([answer_id not in own for answer_id, _, _ in scored], dtype=bool)
+        all_scores = np.array([score for *_, score in scored], dtype=np.float64)
+        prompt_ids = np.array([prompt_id for _, prompt_id, _, _ in scored], dtype=np.int64)
+        # A pool example's group: its prompt's contrast pair, else a group of its own prompt.
+        train_groups = np.array(
+            [pair_of_prompt.get(int(p), len(pairs) + int(p)) for p in prompt_ids], dtype=np.int64
+        )
+        in_pool = np.array([answer_id not in own for answer_id, *_ in scored], dtype=bool)
         pool = int(in_pool.sum())
-        fused = reward_fusion(queries, scores, vectors[in_pool], all_scores[in_pool], delta=delta)
-        answer_ids = [answer_id for answer_id, _, _ in scored]
+        fused = reward_fusion(
+            queries,
+            scores,
+            vectors[in_pool],
+            all_scores[in_pool],
+            delta=delta,
+            query_groups=query_groups,
+            train_groups=train_groups[in_pool],
+        )
+        answer_ids = [answer_id for answer_id, *_ in scored]
         fused_all = (
             reward_fusion(
-                vectors, all_scores, vectors, all_scores, delta=delta, leave_out_same_index=True
-            ).scores
+                vectors,
+                all_scores,
+                vectors,
+                all_scores,
+                delta=delta,
+                query_groups=prompt_ids,
+                train_groups=prompt_ids,
+            )
             if scored
-            else all_scores
+            else None
         )
         out[run.pk] = ScoreJudgeConsistency(
-            plain=plain,
-            fused=score_consistency(fused.scores.reshape(-1, 2, 2)),
+            scores=tuple(scores.tolist()),
+            fused_scores=tuple(fused.scores.tolist()),
             delta=delta,
             pool=pool,
+            retrieval=fusion_retrieval(fused, pool=pool),
+            answer_retrieval=fusion_retrieval(fused_all, pool=len(scored))
+            if fused_all is not None
+            else None,
             answer_scores=dict(zip(answer_ids, all_scores.tolist(), strict=True)),
-            fused_answer_scores=dict(zip(answer_ids, fused_all.tolist(), strict=True)),
+            fused_answer_scores=dict(
+                zip(
+                    answer_ids,
+                    (fused_all.scores if fused_all is not None else all_scores).tolist(),
+                    strict=True,
+                )
+            ),
         )
     return out
 

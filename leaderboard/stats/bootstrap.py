@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
+
+from leaderboard.stats.proportion import wilson_interval
 
 # Rounds whose draws are made at once, so that rounds x distinct clusters stays about this size.
 _BLOCK_CELLS = 1 << 22
@@ -113,3 +116,149 @@ def percentile_interval(
     else:
         lower, upper = (float(v) for v in np.quantile(finite, [tail, 1.0 - tail]))
     return BootstrapInterval(estimate, lower, upper, confidence, values.size, seed, clusters)
+
+
+@dataclass(frozen=True)
+class ClusterProportion:
+    """A share of counted units with an interval that resamples the units' clusters.
+
+    ``count`` of ``total`` units (votes, comparisons, triples) are hits; ``share`` is their ratio
+    and ``lower``/``upper`` its interval (None without units, or when fewer than two clusters
+    leave nothing to resample). ``unit`` names what one counted unit is; ``resampled`` what a
+    bootstrap round draws with replacement (``"prompt"``, ``"contrast pair"``, or the unit
+    itself), and ``clusters`` how many of those there are; ``method`` is ``"cluster bootstrap"``
+    (a percentile interval over ``rounds`` rounds) or ``"wilson"`` (the units are independent,
+    ``rounds`` 0). The first six fields are those of
+    :class:`leaderboard.stats.proportion.Proportion`, so a page reads either alike.
+    """
+
+    count: int
+    total: int
+    share: float | None
+    lower: float | None
+    upper: float | None
+    confidence: float
+    unit: str = ""
+    resampled: str = ""
+    clusters: int = 0
+    method: str = "cluster bootstrap"
+    rounds: int = 0
+
+
+def cluster_proportion(
+    hits: npt.ArrayLike,
+    clusters: npt.ArrayLike | None,
+    *,
+    unit: str,
+    resampled: str,
+    rounds: int,
+    seed: int,
+    confidence: float = 0.95,
+) -> ClusterProportion:
+    """Return the share of hits among units with a percentile interval over their clusters.
+
+    ``hits[i]`` is True when unit i counts; ``clusters[i]`` is its cluster (any hashable label;
+    None: every unit its own cluster). Formula: share = sum_i hits_i / n; the interval is
+    :func:`cluster_share`'s over the per-cluster sums of hits and units.
+    """
+    flags = np.asarray(hits, dtype=bool)
+    if flags.ndim != 1:
+        raise ValueError("hits must be one flag per unit")
+    return cluster_share(
+        flags.astype(np.int64),
+        np.ones(flags.size, dtype=np.int64),
+        clusters,
+        unit=unit,
+        resampled=resampled,
+        rounds=rounds,
+        seed=seed,
+        confidence=confidence,
+    )
+
+
+def cluster_share(
+    counts: npt.ArrayLike,
+    totals: npt.ArrayLike,
+    clusters: npt.ArrayLike | None,
+    *,
+    unit: str,
+    resampled: str,
+    rounds: int,
+    seed: int,
+    confidence: float = 0.95,
+) -> ClusterProportion:
+    """Return sum(counts) / sum(totals) with a percentile interval that resamples clusters.
+
+    Row r holds ``counts[r]`` hits among ``totals[r]`` units (one vote, or all the triples of one
+    prompt) and belongs to cluster ``clusters[r]`` (None: each row its own cluster). Formula:
+    share = sum_r counts_r / sum_r totals_r. Interval: a round draws the C clusters C times with
+    replacement and takes every row of each cluster drawn (:func:`cluster_sums` of the
+    per-cluster [hits, units]); the round's share is the ratio of its sums, and the interval the
+    percentiles of the rounds' shares (:func:`percentile_interval`; a round that drew no unit is
+    skipped). This is the cluster bootstrap of a ratio estimator (Efron & Tibshirani 1993,
+    section 8.5; A. C. Cameron & D. L. Miller 2015, "A practitioner's guide to cluster-robust
+    inference", J. Human Resources 50:317-372): units of one cluster (votes on one prompt, both
+    directions of one contrast pair, the triples of one prompt) are not independent, and a
+    Wilson interval over the units is too narrow when clusters differ. Fewer than two clusters
+    with units: no interval (None).
+    """
+    hit = np.asarray(counts, dtype=np.float64)
+    size = np.asarray(totals, dtype=np.float64)
+    if hit.ndim != 1 or hit.shape != size.shape:
+        raise ValueError("counts and totals must be two 1-D arrays of one length")
+    if (hit < 0).any() or (hit > size).any():
+        raise ValueError("need 0 <= counts <= totals in every row")
+    if clusters is None:
+        codes = np.arange(hit.size)
+    else:
+        labels = np.asarray(clusters, dtype=object)
+        if labels.shape != hit.shape:
+            raise ValueError("need one cluster per row")
+        codes, _ = pd.factorize(labels)
+        if (codes < 0).any():
+            raise ValueError("a row's cluster is missing (None or NaN)")
+    count, total = int(round(hit.sum())), int(round(size.sum()))
+    share = count / total if total else None
+    n_clusters = int(codes.max()) + 1 if codes.size else 0
+    rows = np.zeros((n_clusters, 2))
+    np.add.at(rows[:, 0], codes, hit)
+    np.add.at(rows[:, 1], codes, size)
+    rows = rows[rows[:, 1] > 0]
+    n_clusters = int(rows.shape[0])
+
+    def result(lower: float | None, upper: float | None, ran: int) -> ClusterProportion:
+        return ClusterProportion(
+            count,
+            total,
+            share,
+            lower,
+            upper,
+            confidence,
+            unit,
+            resampled,
+            n_clusters,
+            "cluster bootstrap",
+            ran,
+        )
+
+    if n_clusters < 2 or share is None:
+        return result(None, None, 0)
+    sums = cluster_sums(rows, rounds=rounds, seed=seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = sums[:, 0] / sums[:, 1]
+    interval = percentile_interval(
+        share, shares, confidence=confidence, seed=seed, clusters=n_clusters
+    )
+    return result(interval.lower, interval.upper, rounds)
+
+
+def independent_proportion(
+    count: int, total: int, *, unit: str, confidence: float = 0.95
+) -> ClusterProportion:
+    """A share of independent units with its Wilson interval, in the shape of
+    :func:`cluster_proportion` (``resampled`` is the unit itself, ``method`` "wilson").
+    Source: :func:`leaderboard.stats.proportion.wilson_interval` (Wilson 1927)."""
+    p = wilson_interval(count, total, confidence)
+    return ClusterProportion(
+        p.count, p.total, p.share, p.lower, p.upper, confidence, unit, unit, total, "wilson", 0
+    )

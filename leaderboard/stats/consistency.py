@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 from scipy.special import expit
 
+from leaderboard.stats.bootstrap import (
+    ClusterProportion,
+    cluster_proportion,
+    cluster_share,
+    independent_proportion,
+)
 from leaderboard.stats.likert import collapse
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.proportion import Proportion, wilson_interval
@@ -161,46 +167,50 @@ def contrast_pairs_select(
 
 @dataclass(frozen=True)
 class ConsistencyRate:
-    """A consistency share with its Wilson interval; ``ties`` are comparisons with equal scores
-    (or a tie verdict), counted as not consistent; ``baseline`` is a random judge's share."""
+    """A consistency share with its interval (``proportion.method`` says which: Wilson over
+    independent units, or a bootstrap over their clusters; ``proportion.unit`` what was
+    counted); ``ties`` are comparisons with equal scores (or a tie verdict), counted as not
+    consistent; ``baseline`` is a random judge's share."""
 
-    proportion: Proportion
+    proportion: ClusterProportion
     ties: int
     baseline: float
 
 
 @dataclass(frozen=True)
 class ScoreConsistency:
-    """C_res and C_ins of a score judge over ``pairs`` contrast pairs (2 comparisons each)."""
+    """C_res and C_ins of a score judge over ``pairs`` contrast pairs, one comparison each (the
+    paper's Eq. 2 and 3), and the same counted in both directions of each pair (2 comparisons a
+    pair, a named extra: ``c_res_both_directions``, ``c_ins_both_directions``)."""
 
     pairs: int
     c_res: ConsistencyRate
     c_ins: ConsistencyRate
+    c_res_both_directions: ConsistencyRate | None = None
+    c_ins_both_directions: ConsistencyRate | None = None
 
 
-def _rate(
-    hits: npt.NDArray[np.bool_], ties: npt.NDArray[np.bool_], confidence: float
-) -> ConsistencyRate:
-    return ConsistencyRate(
-        proportion=wilson_interval(int(hits.sum()), int(hits.size), confidence),
-        ties=int(ties.sum()),
-        baseline=RANDOM_CONTRAST_RATE,
-    )
-
-
-def score_consistency(scores: npt.ArrayLike, *, confidence: float = 0.95) -> ScoreConsistency:
+def score_consistency(
+    scores: npt.ArrayLike, *, confidence: float = 0.95, rounds: int = 1000, seed: int = 0
+) -> ScoreConsistency:
     """Return C_res and C_ins from the scores a judge gives to the four combinations of each pair.
 
     ``scores[k, i, j]`` is h(I_i, r_j) for contrast pair k, with index 0 for A and 1 for B, so
     ``scores[k]`` is [[h(I_A, r_A), h(I_A, r_B)], [h(I_B, r_A), h(I_B, r_B)]].
-    Formulas, both directions of each pair counted (2n comparisons for n pairs):
-    C_res = ( #[h(I_A, r_A) > h(I_A, r_B)] + #[h(I_B, r_B) > h(I_B, r_A)] ) / 2n  (the right
-    answer scores higher for the instruction), C_ins = ( #[h(I_A, r_A) > h(I_B, r_A)] +
-    #[h(I_B, r_B) > h(I_A, r_B)] ) / 2n  (the answer scores higher under its own instruction).
+    Formulas, one comparison per contrast instance (n comparisons for n pairs), as the paper's
+    Eq. 2 and 3: C_res = (1/n) sum_k 1[h(I_A, r_A) > h(I_A, r_B)] (given I_A, its own answer
+    scores higher than the distractor r_B), C_ins = (1/n) sum_k 1[h(I_A, r_A) > h(I_B, r_A)]
+    (given r_A, it scores higher under its own instruction). Each contrast pair uses its
+    prompts once, so the n comparisons are independent and the interval is Wilson's.
+    Named extra, both directions of each pair (2n comparisons): C_res both = (#[h(I_A, r_A) >
+    h(I_A, r_B)] + #[h(I_B, r_B) > h(I_B, r_A)]) / 2n and C_ins both = (#[h(I_A, r_A) >
+    h(I_B, r_A)] + #[h(I_B, r_B) > h(I_A, r_B)]) / 2n, whose two comparisons of a pair share
+    its four scores, so their interval is a bootstrap over contrast pairs
+    (:func:`leaderboard.stats.bootstrap.cluster_share`, ``rounds``, ``seed``).
     The inequality is strict: equal scores count as not consistent and are reported as ties.
-    The interval is Wilson's over the 2n comparisons (which treats the two directions of a pair as
-    independent, so it is somewhat narrow); a random judge scores 50%.
-    Source: Shen et al. (2023), response and instruction consistency on Contrast Instructions.
+    A random judge scores 50%.
+    Source: Shen et al. (2023), Eq. 2 (response consistency) and Eq. 3 (instruction
+    consistency) on Contrast Instructions.
     """
     arr = np.asarray(scores, dtype=np.float64)
     if arr.ndim != 3 or arr.shape[1:] != (2, 2):
@@ -208,28 +218,60 @@ def score_consistency(scores: npt.ArrayLike, *, confidence: float = 0.95) -> Sco
     if not np.isfinite(arr).all():
         bad = sorted({int(k) for k in np.argwhere(~np.isfinite(arr))[:, 0]})
         raise ValueError(f"scores of contrast pairs {bad} are not finite numbers")
+    n = int(arr.shape[0])
     aa, ab, ba, bb = arr[:, 0, 0], arr[:, 0, 1], arr[:, 1, 0], arr[:, 1, 1]
+
+    def once(own: npt.NDArray[np.float64], other: npt.NDArray[np.float64]) -> ConsistencyRate:
+        share = independent_proportion(
+            int((own > other).sum()), n, unit="contrast pair", confidence=confidence
+        )
+        return ConsistencyRate(share, int((own == other).sum()), RANDOM_CONTRAST_RATE)
+
+    def both(own: npt.NDArray[np.float64], other: npt.NDArray[np.float64]) -> ConsistencyRate:
+        share = cluster_proportion(
+            own > other,
+            np.r_[np.arange(n), np.arange(n)],
+            unit="direction of a contrast pair",
+            resampled="contrast pair",
+            rounds=rounds,
+            seed=seed,
+            confidence=confidence,
+        )
+        return ConsistencyRate(share, int((own == other).sum()), RANDOM_CONTRAST_RATE)
+
     own_answer = np.concatenate([aa, bb])
-    other_answer = np.concatenate([ab, ba])  # same instruction, the other pair's answer
-    other_instruction = np.concatenate([ba, ab])  # same answer, the other instruction
     return ScoreConsistency(
-        pairs=int(arr.shape[0]),
-        c_res=_rate(own_answer > other_answer, own_answer == other_answer, confidence),
-        c_ins=_rate(own_answer > other_instruction, own_answer == other_instruction, confidence),
+        pairs=n,
+        c_res=once(aa, ab),
+        c_ins=once(aa, ba),
+        c_res_both_directions=both(own_answer, np.concatenate([ab, ba])),
+        c_ins_both_directions=both(own_answer, np.concatenate([ba, ab])),
     )
 
 
 def choice_consistency(
-    chosen: Sequence[str], expected: Sequence[str], *, confidence: float = 0.95
+    chosen: Sequence[str],
+    expected: Sequence[str],
+    clusters: Sequence[object] | npt.ArrayLike | None = None,
+    *,
+    unit: str = "verdict",
+    resampled: str = "",
+    rounds: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
 ) -> ConsistencyRate:
     """Return the share of pairwise verdicts on contrast items that pick the answer that belongs.
 
     ``chosen`` holds canonical verdicts "A", "B" or "tie"; ``expected`` the side of r_A (the
-    answer of the instruction shown) in the same item, "A" or "B". Formula: C_res = #[chosen =
-    expected] / n over every verdict (each person's vote, or each judge call); a tie counts as not
-    consistent and is reported. A random chooser between the two answers scores 50%.
-    Source: Shen et al. (2023), whose human estimate asks people to choose between r_A and r_B
-    for I_A.
+    answer of the instruction shown) in the same item, "A" or "B"; ``clusters`` the contrast
+    pair of each verdict. Formula: C_res = #[chosen = expected] / n over the verdicts given (the
+    report gives one per item: the people's majority, a judge's orders combined; and, as named
+    extras, every vote and every call); a tie counts as not consistent and is reported. The
+    interval resamples the clusters (:func:`leaderboard.stats.bootstrap.cluster_proportion`):
+    the two items of a contrast pair share their answers, and the votes on an item its text.
+    Without clusters each verdict is its own cluster. A random chooser scores 50%.
+    Source: Shen et al. (2023), whose human estimate (82.8% C_res) is the majority vote of three
+    annotators choosing between r_A and r_B for I_A, on 100 items.
     """
     got = np.asarray(chosen, dtype=object)
     want = np.asarray(expected, dtype=object)
@@ -240,7 +282,16 @@ def choice_consistency(
         raise ValueError(f"unknown verdict labels: {unknown}")
     if not set(want.tolist()) <= {"A", "B"}:
         raise ValueError("expected sides must be 'A' or 'B'")
-    return _rate(got == want, got == "tie", confidence)
+    share = cluster_proportion(
+        got == want,
+        None if clusters is None else np.asarray(clusters, dtype=object),
+        unit=unit,
+        resampled=resampled or unit,
+        rounds=rounds,
+        seed=seed,
+        confidence=confidence,
+    )
+    return ConsistencyRate(share, int((got == "tie").sum()), RANDOM_CONTRAST_RATE)
 
 
 def score_agreement(
@@ -286,11 +337,20 @@ def score_agreement(
 
 @dataclass(frozen=True)
 class FusedScores:
-    """Scores after RewardFusion, with how many training examples each fused (0 = own score)."""
+    """Scores after RewardFusion, and what each query retrieved: ``neighbours`` (training
+    examples fused, 0 = own score), ``nearest`` (the highest cosine among the examples it may
+    retrieve, NaN when none), ``neighbour_cosine`` (the sum of the fused examples' cosines) and
+    ``same_group_above`` (examples above δ left out because they share the query's group, such
+    as other answers to the same prompt)."""
 
     scores: npt.NDArray[np.float64]
     neighbours: npt.NDArray[np.int64]
     delta: float
+    nearest: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+    neighbour_cosine: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+    same_group_above: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.empty(0, dtype=np.int64)
+    )
 
 
 def reward_fusion(
@@ -301,6 +361,8 @@ def reward_fusion(
     *,
     delta: float = DEFAULT_FUSION_DELTA,
     leave_out_same_index: bool = False,
+    query_groups: npt.ArrayLike | None = None,
+    train_groups: npt.ArrayLike | None = None,
 ) -> FusedScores:
     """Return each query's score fused with the scores of its near training examples (Eq. 4).
 
@@ -311,6 +373,11 @@ def reward_fusion(
     With no neighbour, h̃(x) = h(x). The threshold is strict (a cosine equal to δ is left out).
     ``leave_out_same_index``: the queries are the training examples themselves (query i is
     example i), and each is left out of its own neighbours, so it counts once, as h(x).
+    ``query_groups`` / ``train_groups``: an integer group per query and per example (for
+    Concord, the prompt an answer belongs to); an example of the query's own group is never
+    retrieved. Eq. 4 retrieves from the reward model's training corpus, other instructions'
+    examples: other answers to the same prompt sit at cosines near 1 and would pull a pair's two
+    scores towards a tie instead of towards what the model learnt of similar texts.
     Source: Shen et al. (2023), RewardFusion, Eq. 4 (δ = 0.95 by default here).
     """
     q_scores = np.asarray(query_scores, dtype=np.float64)
@@ -319,8 +386,16 @@ def reward_fusion(
     if q.shape[0] != q_scores.shape[0] or q_scores.ndim != 1:
         raise ValueError("need one score per query embedding")
     t_raw = np.asarray(train_embeddings, dtype=np.float64)
+    n = q.shape[0]
     if t_raw.size == 0:
-        return FusedScores(q_scores.copy(), np.zeros(q.shape[0], dtype=np.int64), delta)
+        return FusedScores(
+            q_scores.copy(),
+            np.zeros(n, dtype=np.int64),
+            delta,
+            np.full(n, np.nan),
+            np.zeros(n),
+            np.zeros(n, dtype=np.int64),
+        )
     t = unit_rows(t_raw)
     if t.shape[0] != t_scores.shape[0] or t_scores.ndim != 1:
         raise ValueError("need one score per training embedding")
@@ -333,9 +408,69 @@ def reward_fusion(
         if sims.shape[0] != sims.shape[1]:
             raise ValueError("leave_out_same_index needs as many queries as training examples")
         np.fill_diagonal(sims, -np.inf)
-    weights = np.where(sims > delta, sims, 0.0)
+    same_group_above = np.zeros(n, dtype=np.int64)
+    if (query_groups is None) != (train_groups is None):
+        raise ValueError("give both query_groups and train_groups, or neither")
+    if query_groups is not None and train_groups is not None:
+        qg = np.asarray(query_groups, dtype=np.int64)
+        tg = np.asarray(train_groups, dtype=np.int64)
+        if qg.shape != (n,) or tg.shape != (t.shape[0],):
+            raise ValueError("need one group per query and one per training example")
+        same = qg[:, None] == tg[None, :]
+        same_group_above = ((sims > delta) & same).sum(axis=1).astype(np.int64)
+        sims = np.where(same, -np.inf, sims)
+    retrieved = sims > delta
+    weights = np.where(retrieved, sims, 0.0)
     fused = (q_scores + weights @ t_scores) / (1.0 + weights.sum(axis=1))
-    return FusedScores(fused, (sims > delta).sum(axis=1).astype(np.int64), delta)
+    nearest = sims.max(axis=1)
+    return FusedScores(
+        fused,
+        retrieved.sum(axis=1).astype(np.int64),
+        delta,
+        np.where(np.isfinite(nearest), nearest, np.nan),
+        weights.sum(axis=1),
+        same_group_above,
+    )
+
+
+@dataclass(frozen=True)
+class FusionRetrieval:
+    """What RewardFusion retrieved for a set of queries: ``queries``, the ``pool`` of examples
+    it could retrieve from, how many queries found a neighbour above δ, the neighbours in all,
+    the mean and largest cosine of those neighbours (None without any), the median of each
+    query's nearest allowed cosine, and the examples above δ left out for sharing the query's
+    group (other answers to the same prompt)."""
+
+    delta: float
+    queries: int
+    pool: int
+    queries_with_neighbours: int
+    neighbours: int
+    neighbour_cosine_mean: float | None
+    neighbour_cosine_max: float | None
+    nearest_cosine_median: float | None
+    same_prompt_left_out: int
+
+
+def fusion_retrieval(fused: FusedScores, *, pool: int) -> FusionRetrieval:
+    """Summarise a :func:`reward_fusion` result: counts and cosines of what it retrieved (the
+    largest neighbour cosine is the largest ``nearest`` of a query that retrieved any)."""
+    count = fused.neighbours
+    total = int(count.sum())
+    finite = fused.nearest[np.isfinite(fused.nearest)]
+    with_any = count > 0
+    top = float(fused.nearest[with_any].max()) if with_any.any() else None
+    return FusionRetrieval(
+        delta=fused.delta,
+        queries=int(count.size),
+        pool=pool,
+        queries_with_neighbours=int(with_any.sum()),
+        neighbours=total,
+        neighbour_cosine_mean=float(fused.neighbour_cosine.sum() / total) if total else None,
+        neighbour_cosine_max=top,
+        nearest_cosine_median=float(np.median(finite)) if finite.size else None,
+        same_prompt_left_out=int(fused.same_group_above.sum()),
+    )
 
 
 # --- Swap invariance --------------------------------------------------------------------------
@@ -402,7 +537,7 @@ class Intransitivity:
     triples: int
     intransitive: int
     tied_triples: int
-    proportion: Proportion
+    proportion: ClusterProportion
     random_rate: float
 
 
@@ -424,6 +559,8 @@ def intransitive_triples(
     second: str = "second",
     label: str = "label",
     confidence: float = 0.95,
+    rounds: int = 1000,
+    seed: int = 0,
 ) -> Intransitivity:
     """Count the intransitive triples (A > B, B > C, C > A) among each group's items.
 
@@ -433,7 +570,10 @@ def intransitive_triples(
     items of a group whose three pairs are all judged: with no tie, the triple is intransitive when
     each item beats exactly one other (a 3-cycle); with a tie it is counted apart as tied, not in
     the rate. Formula: rate = #cyclic / #decided triples, with its Wilson interval; a random judge
-    gives 1/4. Source: Kendall and Babington Smith (1940), circular triads of paired comparisons.
+    gives 1/4. The interval resamples the groups (a group's triples share its pairs, so they
+    are not independent): :func:`leaderboard.stats.bootstrap.cluster_share` over the groups'
+    (cyclic, decided) counts. Source: Kendall and Babington Smith (1940), circular triads of
+    paired comparisons.
     """
     missing = {group, first, second, label} - set(verdicts.columns)
     if missing:
@@ -447,7 +587,13 @@ def intransitive_triples(
     )
     try:
         return intransitive_triples_coded(
-            groups, items[:n], items[n:], verdicts[label], confidence=confidence
+            groups,
+            items[:n],
+            items[n:],
+            verdicts[label],
+            confidence=confidence,
+            rounds=rounds,
+            seed=seed,
         )
     except PairRepeated as error:
         row = verdicts.iloc[error.row]
@@ -468,10 +614,16 @@ def intransitive_triples_coded(
     labels: npt.ArrayLike | pd.Series,
     *,
     confidence: float = 0.95,
+    clusters: npt.ArrayLike | None = None,
+    resampled: str = "group",
+    rounds: int = 1000,
+    seed: int = 0,
 ) -> Intransitivity:
     """:func:`intransitive_triples` on integer codes: the group and the two items of each row
     as non-negative integers (any numbering: the counts do not depend on it), and its label
-    (A, B or tie). Raises :class:`PairRepeated` with the first offending row."""
+    (A, B or tie). ``clusters``: each row's cluster (for Concord its prompt, when a group is a
+    prompt and turn), what the interval resamples (None: the groups); ``resampled`` names it.
+    Raises :class:`PairRepeated` with the first offending row."""
     codes = pd.Categorical(labels, categories=LABELS).codes.astype(np.int64)
     if (codes < 0).any():
         values = pd.Series(labels).to_numpy(dtype=object)[codes < 0]
@@ -484,8 +636,24 @@ def intransitive_triples_coded(
     if same.size:
         raise PairRepeated("self", int(same[0]))
     lo, hi = np.minimum(x, y), np.maximum(x, y)
+
+    def rate(
+        cyclic: npt.NDArray[np.int64], decided: npt.NDArray[np.int64], of: npt.ArrayLike | None
+    ) -> ClusterProportion:
+        return cluster_share(
+            cyclic,
+            decided,
+            of,
+            unit="triple",
+            resampled=resampled,
+            rounds=rounds,
+            seed=seed,
+            confidence=confidence,
+        )
+
     if g.size == 0:
-        return Intransitivity(0, 0, 0, wilson_interval(0, 0, confidence), RANDOM_INTRANSITIVE_RATE)
+        none = np.zeros(0, dtype=np.int64)
+        return Intransitivity(0, 0, 0, rate(none, none, None), RANDOM_INTRANSITIVE_RATE)
     if min(g.min(), lo.min()) < 0:
         raise ValueError("group and item codes must be non-negative integers")
     # A node is (group, item) as one int64 key; nodes numbered in key order.
@@ -511,6 +679,8 @@ def intransitive_triples_coded(
     group_rank = np.repeat(np.arange(starts.size), sizes)[lo_node]
     size = sizes[group_rank]
     decided = cyclic = tied = 0
+    group_decided = np.zeros(starts.size, dtype=np.int64)
+    group_cyclic = np.zeros(starts.size, dtype=np.int64)
     for k in sorted(int(v) for v in np.unique(sizes) if v >= 3):
         in_k = size == k
         group_ids, row_group = np.unique(group_rank[in_k], return_inverse=True)
@@ -536,10 +706,21 @@ def intransitive_triples_coded(
             decided += int(clean.sum())
             tied += int(with_tie.sum())
             cyclic += int((clean & cycle).sum())
+            ranks = group_ids[begin : begin + step]
+            group_decided[ranks] = clean.sum(axis=1)
+            group_cyclic[ranks] = (clean & cycle).sum(axis=1)
+    # Each group's cluster: that of its first row (the caller keeps a group in one cluster).
+    of_group: npt.ArrayLike | None = None
+    if clusters is not None:
+        row_cluster = np.asarray(clusters, dtype=object)
+        if row_cluster.shape != g.shape:
+            raise ValueError("need one cluster per row")
+        _, first_row = np.unique(group_rank, return_index=True)
+        of_group = row_cluster[first_row]
     return Intransitivity(
         triples=decided,
         intransitive=cyclic,
         tied_triples=tied,
-        proportion=wilson_interval(cyclic, decided, confidence),
+        proportion=rate(group_cyclic, group_decided, of_group),
         random_rate=RANDOM_INTRANSITIVE_RATE,
     )

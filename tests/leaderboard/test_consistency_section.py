@@ -125,7 +125,8 @@ def item(pair_id: int, expected: str) -> ContrastItemText:
     )
 
 
-# People: on the items, 2 of 3 votes pick the right answer, one ties.
+# People: on the items, 2 of 3 votes pick the right answer, one ties; item 100's two votes (A,
+# tie) give no majority (a tie), item 101's one vote is right: 1 of 2 items by majority.
 ITEM_VOTES = pd.DataFrame([(100, "A"), (100, "tie"), (101, "B")], columns=["pair_id", "label"])
 ITEM_CALLS = pd.DataFrame(
     [(100, 1, "ab", "B"), (101, 1, "ab", "B"), (100, 2, "ab", "A"), (101, 2, "ab", "B")],
@@ -179,8 +180,17 @@ def test_people_and_judges_get_c_res_swap_invariance_and_transitivity() -> None:
     )
     people, llm, pl = result.rows
     assert people.c_res is not None
-    assert (people.c_res.proportion.count, people.c_res.proportion.total) == (2, 3)
+    assert (people.c_res.proportion.count, people.c_res.proportion.total) == (1, 2)
     assert people.c_res.ties == 1
+    assert people.c_res.proportion.unit == "item (majority of its raters)"
+    assert people.c_res_per_vote is not None
+    assert (people.c_res_per_vote.proportion.count, people.c_res_per_vote.proportion.total) == (
+        2,
+        3,
+    )
+    # Both items belong to one contrast pair: one cluster, too few to resample.
+    assert people.c_res.proportion.clusters == 1
+    assert people.c_res.proportion.lower is None
     assert people.swap is None
     assert people.transitivity is not None
     assert (people.transitivity.triples, people.transitivity.intransitive) == (1, 0)
@@ -228,7 +238,9 @@ def test_the_table_marks_order_invariant_judges_and_leaves_undefined_cells_empty
         dict(zip(TABLE_COLUMNS, row, strict=True)) for row in consistency_table_rows(result)
     )
     assert (people["source"], people["kind"]) == ("human", "people")
-    assert people["c_res"] == pytest.approx(2 / 3)
+    assert people["c_res"] == pytest.approx(1 / 2)
+    assert people["c_res_per_vote"] == pytest.approx(2 / 3)
+    assert people["c_res_interval"] == "none: 1 contrast pair(s), too few to resample"
     assert people["swap_invariance"] is None  # not defined for people
     assert people["c_ins"] is None  # not defined for pairwise verdicts
     assert llm["swap_invariance"] == pytest.approx(2 / 3)
@@ -276,11 +288,13 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
     assert found.answer_scores == stored
 
     # The model learnt that an answer about another topic is poor, so it beats a random judge
-    # (8 comparisons: both directions of 4 pairs).
-    assert found.plain.pairs == 4
-    assert found.plain.c_res.proportion.total == found.plain.c_ins.proportion.total == 8
-    assert found.plain.c_res.proportion.count > 4
-    assert found.plain.c_ins.proportion.count > 4
+    # (4 comparisons, one per pair as Eq. 2 and 3; 8 in the both-direction extra).
+    plain = found.plain()
+    assert plain.pairs == 4
+    assert plain.c_res.proportion.total == plain.c_ins.proportion.total == 4
+    assert plain.c_res_both_directions is not None
+    assert plain.c_res_both_directions.proportion.total == 8
+    assert plain.c_res_both_directions.proportion.count > 4
     # The same four scores computed directly from the model.
     model = artifacts.artifact_load(judge.params["artifact"])
     texts = {p.pk: p.turns[0] for p in prompts}
@@ -292,12 +306,20 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
         )
         for s in specs
     ]
-    assert found.plain == score_consistency(np.array(direct).reshape(-1, 2, 2))
-    # The pool is every scored answer but the contrast pairs' own 8.
+    assert plain == score_consistency(np.array(direct).reshape(-1, 2, 2))
+    # The pool is every scored answer but the contrast pairs' own 8, and what the 16 queries
+    # retrieved is kept; none of it answers the query's own two prompts.
     assert found.pool == 12 * 4 - 8
+    assert found.retrieval is not None and found.answer_retrieval is not None
+    assert (found.retrieval.queries, found.retrieval.pool) == (16, 40)
+    assert (found.answer_retrieval.queries, found.answer_retrieval.pool) == (48, 48)
+    # The ranked study's answers to one prompt sit above δ = 0.95 from each other (58 such
+    # neighbours here): before, those were all that fusion retrieved; now they are left out.
+    assert found.answer_retrieval.same_prompt_left_out > 0
+    assert found.answer_retrieval.neighbours == 0
     # Nothing has a cosine above 1, so fusion at delta 1 changes nothing.
     at_one = score_consistency_read(study=cast.study, run_ids=[run.pk], delta=1.0)[run.pk]
-    assert at_one.fused == at_one.plain
+    assert at_one.fused() == at_one.plain()
     assert at_one.fused_answer_scores == stored
 
 
@@ -353,8 +375,8 @@ def test_a_score_judge_takes_c_res_from_scores_and_agrees_with_people_with_or_wi
 ):
     four = score_consistency(np.array([[[3.0, 1.0], [2.0, 4.0]]]))
     scored = ScoreJudgeConsistency(
-        plain=four,
-        fused=score_consistency(np.array([[[1.0, 1.0], [1.0, 1.0]]])),
+        scores=(3.0, 1.0, 2.0, 4.0),
+        fused_scores=(1.0, 1.0, 1.0, 1.0),
         delta=0.95,
         pool=0,
         # Plain: answer 1 > 2 > 3 by wide margins; fused: all within a tie of each other.
@@ -374,7 +396,8 @@ def test_a_score_judge_takes_c_res_from_scores_and_agrees_with_people_with_or_wi
     )
     pl = result.rows[2]
     assert pl.c_res == four.c_res and pl.c_ins == four.c_ins
-    assert pl.fused == scored.fused
+    assert pl.fused == scored.fused()
+    assert pl.c_res_both_directions == four.c_res_both_directions
     assert pl.agreement is not None and pl.agreement_fused is not None
     assert (pl.agreement.count, pl.agreement.total) == (2, 3)
     assert (pl.agreement_fused.count, pl.agreement_fused.total) == (0, 3)

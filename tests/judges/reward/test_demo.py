@@ -36,9 +36,12 @@ def test_the_demo_queues_its_pl_model_once_and_the_model_runs_on_the_study_when_
     run = JudgeRun.objects.get(judge=training.judge)  # started by the training
     assert pl_run_execute(run_id=run.pk) == "done"
     assert JudgeCall.objects.filter(run=run).count() == study.pairs.count()
-    # The Consistency section has the model's C_res over both directions of the 3 contrast pairs.
-    consistency = score_consistency_read(study=study, run_ids=[run.pk])[run.pk]
-    assert consistency.plain.pairs == 3 and consistency.plain.c_res.proportion.total == 6
+    # The Consistency section has the model's C_res over the 3 contrast pairs, one comparison
+    # each (Eq. 2), and over both directions as a named extra.
+    plain = score_consistency_read(study=study, run_ids=[run.pk])[run.pk].plain()
+    assert plain.pairs == 3 and plain.c_res.proportion.total == 3
+    assert plain.c_res_both_directions is not None
+    assert plain.c_res_both_directions.proportion.total == 6
     assert demo_pl_model_queue(study=study) == f"{DEMO_PL_NAME!r}: trained"
 
 

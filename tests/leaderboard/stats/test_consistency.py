@@ -9,6 +9,7 @@ from leaderboard.stats.consistency import (
     PairRepeated,
     choice_consistency,
     contrast_pairs_select,
+    fusion_retrieval,
     intransitive_triples,
     intransitive_triples_coded,
     reward_fusion,
@@ -98,28 +99,53 @@ def test_a_bad_window_or_a_zero_embedding_is_refused() -> None:
 
 
 # Scores h(I_i, r_j) of three contrast pairs: [[h(IA, rA), h(IA, rB)], [h(IB, rA), h(IB, rB)]].
-#   pair 0: C_res 3>1 yes, 4>2 yes; C_ins 3>2 yes, 4>1 yes
-#   pair 1: C_res 1>2 no,  1>0 yes; C_ins 1>0 yes, 1>2 no
-#   pair 2: C_res 5=5 tie, 2>4 no;  C_ins 5>4 yes, 2>5 no
+#   pair 0: Eq. 2 3>1 yes, Eq. 3 3>2 yes;  other direction: C_res 4>2 yes, C_ins 4>1 yes
+#   pair 1: Eq. 2 1>2 no,  Eq. 3 1>0 yes;  other direction: C_res 1>0 yes, C_ins 1>2 no
+#   pair 2: Eq. 2 5=5 tie, Eq. 3 5>4 yes;  other direction: C_res 2>4 no,  C_ins 2>5 no
 SCORES = [[[3, 1], [2, 4]], [[1, 2], [0, 1]], [[5, 5], [4, 2]]]
 
 
-def test_c_res_and_c_ins_count_both_directions_of_each_pair() -> None:
+def test_c_res_and_c_ins_count_one_comparison_per_contrast_pair_as_eq_2_and_3() -> None:
     result = score_consistency(SCORES)
     assert result.pairs == 3
-    assert (result.c_res.proportion.count, result.c_res.proportion.total) == (3, 6)
-    assert (result.c_ins.proportion.count, result.c_ins.proportion.total) == (4, 6)
+    assert (result.c_res.proportion.count, result.c_res.proportion.total) == (1, 3)
+    assert (result.c_ins.proportion.count, result.c_ins.proportion.total) == (3, 3)
     assert result.c_res.ties == 1
     assert result.c_ins.ties == 0
     assert result.c_res.baseline == result.c_ins.baseline == 0.5
+    assert result.c_res.proportion.unit == "contrast pair"
 
 
-def test_c_res_carries_the_wilson_interval_of_its_counts() -> None:
-    # 3 of 6 by hand: centre 0.5, half-width z*sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n) = 0.3124.
+def test_the_two_direction_count_is_kept_only_as_a_named_extra() -> None:
+    result = score_consistency(SCORES)
+    assert result.c_res_both_directions is not None and result.c_ins_both_directions is not None
+    both_res, both_ins = result.c_res_both_directions, result.c_ins_both_directions
+    assert (both_res.proportion.count, both_res.proportion.total) == (3, 6)
+    assert (both_ins.proportion.count, both_ins.proportion.total) == (4, 6)
+    assert both_res.ties == 1
+    # Its two comparisons of a pair share the pair's scores: the interval resamples pairs.
+    assert both_res.proportion.method == "cluster bootstrap"
+    assert (both_res.proportion.resampled, both_res.proportion.clusters) == ("contrast pair", 3)
+
+
+def test_the_issue_example_reads_three_of_three_where_both_directions_read_four_of_six() -> None:
+    # Given I_A its own answer always wins; the other direction only once.
+    scores = [[[2, 1], [0, 3]], [[2, 1], [0, -1]], [[2, 1], [0, -1]]]
+    result = score_consistency(scores)
+    assert (result.c_res.proportion.count, result.c_res.proportion.total) == (3, 3)
+    assert result.c_res_both_directions is not None
+    both = result.c_res_both_directions.proportion
+    assert (both.count, both.total) == (4, 6)
+
+
+def test_c_res_of_independent_contrast_pairs_carries_the_wilson_interval_of_its_counts() -> None:
+    # 1 of 3 by hand: p = 1/3, z = 1.96: centre (p + z²/6) / (1 + z²/3) = 0.4615 ... 0.0615
+    # to 0.7923 (Wilson 1927).
     c_res = score_consistency(SCORES).c_res.proportion
-    assert c_res.share == 0.5
-    assert c_res.lower == pytest.approx(0.1876, abs=1e-4)
-    assert c_res.upper == pytest.approx(0.8124, abs=1e-4)
+    assert c_res.method == "wilson"
+    assert c_res.share == pytest.approx(1 / 3)
+    assert c_res.lower == pytest.approx(0.0615, abs=1e-4)
+    assert c_res.upper == pytest.approx(0.7923, abs=1e-4)
 
 
 def test_scores_of_the_wrong_shape_or_not_numbers_are_refused() -> None:
@@ -134,6 +160,24 @@ def test_choice_consistency_counts_ties_as_misses() -> None:
     assert (rate.proportion.count, rate.proportion.total, rate.ties) == (2, 4, 1)
     with pytest.raises(ValueError, match="unknown verdict labels"):
         choice_consistency(["left"], ["A"])
+
+
+def test_choice_consistency_resamples_the_contrast_pairs_it_is_given() -> None:
+    # Two pairs: every verdict on pair 1 right, every one on pair 2 wrong. A round draws
+    # {1, 1}, {1, 2} or {2, 2}: shares 1, 1/2 or 0, so the 95% interval spans [0, 1], where a
+    # Wilson interval over 8 votes as if independent would be [0.22, 0.78].
+    rate = choice_consistency(
+        ["A"] * 4 + ["B"] * 4,
+        ["A"] * 8,
+        [1, 1, 1, 1, 2, 2, 2, 2],
+        unit="vote",
+        resampled="contrast pair",
+        rounds=400,
+        seed=1,
+    )
+    p = rate.proportion
+    assert (p.count, p.total, p.clusters, p.rounds) == (4, 8, 2, 400)
+    assert (p.lower, p.upper) == (0.0, 1.0)
 
 
 def test_a_score_judges_agreement_with_people_on_a_worked_example() -> None:
@@ -326,7 +370,12 @@ def test_the_coded_count_does_not_depend_on_how_groups_and_items_are_numbered() 
         frame["second"].map(item_ids).to_numpy(),
         pd.Categorical(frame["label"]),
     )
-    assert coded == intransitive_triples(frame)
+    plain = intransitive_triples(frame)
+    assert (coded.triples, coded.intransitive, coded.proportion.share) == (
+        plain.triples,
+        plain.intransitive,
+        plain.proportion.share,
+    )
     assert (coded.triples, coded.intransitive, coded.tied_triples) == reference_triples(rows)
     with pytest.raises(PairRepeated) as repeated:
         intransitive_triples_coded([5, 5, 5], [10, 20, 10], [20, 30, 20], ["A", "B", "tie"])
@@ -340,3 +389,47 @@ def test_swap_invariance_reads_categorical_verdicts_as_their_labels() -> None:
     assert plain.proportion is not None and plain.proportion.count == 2
     with pytest.raises(ValueError, match=r"unknown verdict labels: \['None'\]"):
         swap_invariance(pd.Categorical(["A", None]), ["A", "B"])
+
+
+def test_reward_fusion_never_retrieves_an_example_of_the_querys_own_group() -> None:
+    # Query 0 (prompt 7) has a near copy from its own prompt (cosine 1.0) and one from prompt 8
+    # (cosine 0.96): only the second is fused, and the first is counted as left out.
+    queries = np.array([[1.0, 0.0]])
+    train = np.array([[1.0, 0.0], [0.96, 0.28], [0.0, 1.0]])
+    fused = reward_fusion(
+        queries,
+        [1.0],
+        train,
+        [5.0, 3.0, 100.0],
+        delta=0.95,
+        query_groups=[7],
+        train_groups=[7, 8, 9],
+    )
+    assert fused.scores[0] == pytest.approx((1 + 0.96 * 3) / 1.96)
+    assert fused.neighbours.tolist() == [1]
+    assert fused.same_group_above.tolist() == [1]
+    assert fused.nearest[0] == pytest.approx(0.96)
+    summary = fusion_retrieval(fused, pool=3)
+    assert (summary.queries, summary.pool, summary.queries_with_neighbours) == (1, 3, 1)
+    assert summary.neighbours == 1 and summary.same_prompt_left_out == 1
+    assert summary.neighbour_cosine_mean == pytest.approx(0.96)
+    assert summary.neighbour_cosine_max == pytest.approx(0.96)
+
+
+def test_the_triples_interval_resamples_groups_not_triples() -> None:
+    # 10 prompts of 3 answers (one triple each): 5 cyclic, 5 transitive; the bootstrap draws the
+    # 10 prompts.
+    rows = []
+    for g in range(10):
+        cyclic = g < 5
+        rows += [
+            (f"p{g}", "a", "b", "A"),
+            (f"p{g}", "b", "c", "A"),
+            (f"p{g}", "a", "c", "B" if cyclic else "A"),
+        ]
+    result = intransitive_triples(_frame(rows), rounds=500, seed=2)
+    p = result.proportion
+    assert (p.count, p.total, p.share) == (5, 10, 0.5)
+    assert (p.unit, p.clusters, p.method) == ("triple", 10, "cluster bootstrap")
+    assert p.lower is not None and p.upper is not None
+    assert p.lower < 0.5 < p.upper
