@@ -39,6 +39,7 @@ from leaderboard.selectors.api import api_schema_get
 from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
 from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
 from leaderboard.selectors.frames import study_votes_get
+from leaderboard.selectors.ratings import rated_pair_ids
 from leaderboard.selectors.snapshots import study_data_fingerprint
 from leaderboard.services.export_jobs import (
     export_job_file,
@@ -271,7 +272,9 @@ class ApiDocsView(ResearcherRequiredMixin, View):
 
 class StudyUnitListView(ResearcherRequiredMixin, View):
     """The units behind a report cell: filters as on the dashboard, plus a judge and
-    `disagree=1` for the units where that judge's vote differs from the people's majority."""
+    `disagree=1` for the units where that judge's vote differs from the people's majority, or
+    `system`, `rating` and `level` for the units where a rater gave that system's answer that
+    rating (the per-answer ratings section)."""
 
     page_size = 200
 
@@ -285,9 +288,27 @@ class StudyUnitListView(ResearcherRequiredMixin, View):
                 {"study": study, "form": form, "rows": []},
                 status=400,
             )
+        rated: dict[str, Any] | None = None
+        system, rating, level = (request.GET.get(k, "") for k in ("system", "rating", "level"))
+        if system or rating or level:
+            try:
+                only = rated_pair_ids(study=study, system=system, rating=rating, level=level)
+            except ValueError as exc:
+                return render(
+                    request,
+                    "leaderboard/unit_list.html",
+                    {"study": study, "form": form, "rows": [], "error": str(exc)},
+                    status=400,
+                )
+            rated = {"system": system, "rating": rating, "level": level, "pairs": only}
         votes = study_votes_get(study=study, filters=form.filters())
         judge = request.GET.get("judge") or None
-        rows = unit_rows_get(votes=votes, judge=judge, disagree=request.GET.get("disagree") == "1")
+        rows = unit_rows_get(
+            votes=votes,
+            judge=judge,
+            disagree=request.GET.get("disagree") == "1",
+            only=rated["pairs"] if rated else None,
+        )
         page = Paginator(rows, self.page_size).get_page(request.GET.get("page"))
         query = request.GET.copy()
         query.pop("page", None)
@@ -302,6 +323,7 @@ class StudyUnitListView(ResearcherRequiredMixin, View):
                 "count": len(rows),
                 "judge": judge,
                 "disagree": request.GET.get("disagree") == "1",
+                "rated": rated,
                 "sources": [s.name for s in votes.sources],
                 "query": query.urlencode(),
             },

@@ -8,14 +8,17 @@ from django.contrib.staticfiles import finders
 from django.template.loader import render_to_string
 
 from annotation.models import Study
-from leaderboard.report import agreement, per_category
+from leaderboard.report import agreement, answer_ratings, per_category
 from leaderboard.report.document import Report, report_render
 
 
 def report_page_context(report: Report) -> dict[str, Any]:
     """What the report's templates read: the typed report, its counts, its rendered sections,
-    the judge names and categories for the drill-down links."""
+    the judge names, categories and rated answers for the drill-down links."""
+    ratings = report.result(answer_ratings.SECTION)
+    levels = answer_ratings.drill_levels(ratings)
     return {
+        "rating_links": [(s.system, levels) for s in ratings.systems] if levels else [],
         "report": report,
         "counts": report.result(agreement.SECTION).counts,
         "sections": report_render(report),

@@ -9,6 +9,7 @@ from typing import Any
 from leaderboard.report import (
     advisorqa,
     agreement,
+    answer_ratings,
     consistency,
     gold,
     gold_order,
@@ -29,6 +30,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     leaderboards.SECTION,
     length_bias.SECTION,
     rationale.SECTION,
+    answer_ratings.SECTION,
     gold_order.SECTION,
     advisorqa.SECTION,
     win_rates.SECTION,

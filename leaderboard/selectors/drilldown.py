@@ -8,6 +8,7 @@ from typing import Any
 from annotation.models import HumanJudgment, Pair, Study
 from judges.models import JudgeCall
 from leaderboard.selectors.frames import StudyVotes
+from leaderboard.selectors.ratings import RATING_COLUMNS, judgments_with_ratings
 from leaderboard.stats.majority import LABELS, people_majority
 
 
@@ -29,11 +30,16 @@ class UnitRow:
 
 
 def unit_rows_get(
-    *, votes: StudyVotes, judge: str | None = None, disagree: bool = False
+    *,
+    votes: StudyVotes,
+    judge: str | None = None,
+    disagree: bool = False,
+    only: set[int] | None = None,
 ) -> list[UnitRow]:
     """The units behind a report cell: every unit with votes, or with `judge` and `disagree`,
     those where that judge's vote differs from the people's majority label
-    (:func:`leaderboard.stats.majority.people_majority`: a tied count is a tie)."""
+    (:func:`leaderboard.stats.majority.people_majority`: a tied count is a tie); with `only`,
+    those of these pair ids (the units behind a per-answer rating)."""
     human = votes.human
     counts = (
         human.groupby(["pair_id", "label"], observed=False).size().unstack("label", fill_value=0)
@@ -46,6 +52,8 @@ def unit_rows_get(
     }
     units = votes.pairs.set_index("pair_id")
     wanted = units.index.intersection(counts.index.union(votes.judges["pair_id"].unique()))
+    if only is not None:
+        wanted = wanted[wanted.isin(list(only))]
     if judge is not None:
         if judge not in judge_votes:
             return []
@@ -84,7 +92,13 @@ def unit_detail_get(*, study: Study, pair_id: int) -> dict[str, Any]:
         .get(pk=pair_id)
     )
     judgments = list(
-        HumanJudgment.objects.filter(pair=pair).select_related("worker").order_by("pk")
+        judgments_with_ratings(HumanJudgment.objects.filter(pair=pair))
+        .select_related("worker")
+        .order_by("pk")
     )
     calls = list(JudgeCall.objects.filter(pair=pair).select_related("run__judge").order_by("pk"))
-    return {"pair": pair, "judgments": judgments, "calls": calls}
+    study_asks = study.form_acceptability or study.form_axes
+    rated = study_asks or any(
+        getattr(j, f"rating_{c}") is not None for j in judgments for c in RATING_COLUMNS
+    )
+    return {"pair": pair, "judgments": judgments, "calls": calls, "rated": rated}

@@ -4,36 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Expression, QuerySet, Value
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import NullIf
+from django.db.models import QuerySet
 
-from annotation.models import FINE_GRAINED_AXES, HumanJudgment, Pair, Study
+from annotation.models import HumanJudgment, Pair, Study
 from judges.models import JudgeCall
 from leaderboard.models import ExportJob
-
-# The per-answer ratings as columns, one per rating and canonical side (A, B): acceptability
-# (accept / reject / unsure) and each fine-grained axis (no / partial / yes). NULL where the
-# study does not ask for the rating (the stored empty text, a missing axis key).
-RATING_COLUMNS: tuple[str, ...] = tuple(
-    f"{rating}_{side}" for rating in ("acceptability", *FINE_GRAINED_AXES) for side in ("a", "b")
-)
-
-
-def _rating_expression(column: str) -> Expression:
-    rating, side = column.rsplit("_", 1)
-    if rating == "acceptability":
-        return NullIf(f"acceptability_{side}", Value(""))
-    return KeyTextTransform(rating, KeyTransform(side, "axes"))
-
-
-def judgments_with_ratings(judgments: QuerySet[HumanJudgment]) -> QuerySet[HumanJudgment]:
-    """The judgments annotated with one text column per rating and side, ``rating_<column>``
-    for each of :data:`RATING_COLUMNS` (NULL where the study does not ask)."""
-    return judgments.annotate(
-        **{f"rating_{name}": _rating_expression(name) for name in RATING_COLUMNS}
-    )
-
+from leaderboard.selectors.ratings import RATING_COLUMNS, judgments_with_ratings
 
 # Computed columns of the export tables (annotations of the table's queryset), all text.
 EXPORT_COMPUTED: frozenset[str] = frozenset(f"rating_{name}" for name in RATING_COLUMNS)

@@ -23,6 +23,7 @@ from leaderboard.selectors.contrast import (
 )
 from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
 from leaderboard.selectors.packed import frame_read_coded
+from leaderboard.selectors.ratings import RATINGS_FRAME_COLUMNS, ratings_frame
 
 
 class TurnLength(Func):
@@ -68,6 +69,11 @@ class ReportExtras:
     followup: FollowupOrigin | None = None
     # The training split of each PL run of the report (AdvisorQA table).
     pl_splits: tuple[PLSplit, ...] = ()
+    # The judgments with per-answer ratings (acceptability, axes): pair_id, rater, label and a
+    # column per rating and side (leaderboard.selectors.ratings.ratings_frame).
+    ratings: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=RATINGS_FRAME_COLUMNS)
+    )
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,9 @@ class ExtraRows:
     inconsistent: pd.DataFrame
     followup: FollowupOrigin | None = None
     pl_splits: tuple[PLSplit, ...] = ()
+    ratings: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=RATINGS_FRAME_COLUMNS)
+    )
 
 
 def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
@@ -244,15 +253,13 @@ def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> p
 def report_extra_rows_get(
     *, study: Study, filters: VoteFilters, raters: str, run_ids: list[int]
 ) -> ExtraRows:
-    """Read the cited values, gold ranks, answer scores, the follow-up origin and the PL runs'
-    training splits; needs no votes, so that a report may read them beside the votes."""
-    judgments = (
-        HumanJudgment.objects.filter(pair_q(filters, "pair__"), study=study, excluded=False)
-        .exclude(preference="")
-        .exclude(values=[])
-    )
+    """Read the cited values, the per-answer ratings, gold ranks, answer scores, the follow-up
+    origin and the PL runs' training splits; needs no votes, so that a report may read them
+    beside the votes."""
+    read = HumanJudgment.objects.filter(pair_q(filters, "pair__"), study=study, excluded=False)
     if raters == "experts":
-        judgments = judgments.filter(worker__external_id__startswith=EXPERT_PREFIX)
+        read = read.filter(worker__external_id__startswith=EXPERT_PREFIX)
+    judgments = read.exclude(preference="").exclude(values=[])
     values = _records(
         judgments.order_by("pk").values_list("pair_id", "worker_id", "preference", "values"),
         ["pair_id", "rater", "label", "values"],
@@ -279,6 +286,7 @@ def report_extra_rows_get(
         inconsistent=inconsistent,
         followup=followup_origin_get(study=study),
         pl_splits=pl_splits_get(study=study, run_ids=run_ids),
+        ratings=ratings_frame(read),
     )
 
 
@@ -320,4 +328,5 @@ def report_extras_get(
         inconsistent=rows.inconsistent,
         followup=rows.followup,
         pl_splits=rows.pl_splits,
+        ratings=rows.ratings,
     )

@@ -75,6 +75,9 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
         digest.update(extras.followup.digest().encode())
     for split in extras.pl_splits:
         digest.update(split.digest().encode())
+    # Only when there are ratings, so that a study without them keeps the hash it had.
+    if len(extras.ratings):
+        frame_hash_update(digest, "ratings", extras.ratings)
     return digest.hexdigest()
 
 
