@@ -1,0 +1,233 @@
+"""Active pair selection: which pairs most need a person's label, how likely each pair was to be
+chosen, and estimates that stay unbiased when the labels were not drawn uniformly.
+
+A pair's priority is a weighted mean of four terms, each in [0, 1]:
+
+- *judge disagreement*: the automatic judges' verdicts on the pair disagree
+  (:func:`disagreement_share` of their collapsed verdicts);
+- *interval overlap*: the leaderboard intervals of the pair's two systems overlap, so people's
+  votes on it can still move the ranking (:func:`interval_overlap`);
+- *human disagreement*: the people who already judged the pair disagree;
+- *under-coverage*: the pair's category has fewer labels per pair than the study as a whole
+  (:func:`category_under_coverage`).
+
+Labels are then drawn with :func:`selection_probabilities`: a share of every draw (20% by default)
+is uniform over the pairs still open, the rest in proportion to priority, so that every pair keeps
+a positive chance and the propensity of each draw is known. :func:`lure_weights` turns the
+propensities of a sequence of draws made without replacement into weights under which the mean of
+any per-label quantity is an unbiased estimate of its mean over the whole pool, and
+:func:`weighted_agreement` is such a mean (agreement of a judge with people) with a bootstrap
+interval over prompts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from leaderboard.stats.bootstrap import BootstrapInterval, cluster_sums, percentile_interval
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_RANDOM_SHARE = 0.2
+TERMS = ("judge_disagreement", "interval_overlap", "human_disagreement", "under_coverage")
+
+
+@dataclass(frozen=True)
+class PriorityWeights:
+    """How much each term counts in a pair's priority (non-negative, not all zero)."""
+
+    judge_disagreement: float = 1.0
+    interval_overlap: float = 1.0
+    human_disagreement: float = 1.0
+    under_coverage: float = 1.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {term: float(getattr(self, term)) for term in TERMS}
+
+
+def disagreement_share(counts: npt.ArrayLike) -> FloatArray:
+    """Return, per row of label counts (pairs x K labels), how far the labels are from unanimous.
+
+    Formula: ``(1 - m / n) / (1 - ceil(n / K) / n)``, where ``n`` is the row's number of labels,
+    ``m`` the count of its most frequent label and ``ceil(n / K) / n`` the smallest modal share n
+    labels over K categories allow; so 0 is unanimous and 1 is as evenly split as n labels can be.
+    A row with fewer than two labels has no disagreement to show and gets 0. (The non-modal share
+    ``1 - m / n`` is the variation ratio, L. C. Freeman (1965), "Elementary Applied Statistics",
+    ch. 10; the division rescales it to [0, 1] for any n.)
+    """
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2 or table.shape[1] < 2:
+        raise ValueError("counts must be a pairs x labels matrix with at least two labels")
+    if (table < 0).any():
+        raise ValueError("counts must be non-negative")
+    n = table.sum(axis=1)
+    k = table.shape[1]
+    out = np.zeros(table.shape[0])
+    many = n >= 2
+    if many.any():
+        nm = n[many]
+        modal = table[many].max(axis=1)
+        floor_share = np.ceil(nm / k) / nm
+        out[many] = (1.0 - modal / nm) / (1.0 - floor_share)
+    return out
+
+
+def interval_overlap(
+    lower_a: npt.ArrayLike, upper_a: npt.ArrayLike, lower_b: npt.ArrayLike, upper_b: npt.ArrayLike
+) -> FloatArray:
+    """Return how much two intervals overlap, per pair: the length of their intersection over the
+    length of the shorter one (0 when they are disjoint, 1 when one holds the other).
+
+    An interval with a missing end (NaN: a system without enough votes for one) counts as fully
+    overlapping, since nothing yet separates the two systems. Two points (zero-length intervals)
+    overlap fully only when they coincide.
+    """
+    la, ua, lb, ub = (np.asarray(v, dtype=np.float64) for v in (lower_a, upper_a, lower_b, upper_b))
+    inter = np.minimum(ua, ub) - np.maximum(la, lb)
+    shorter = np.minimum(ua - la, ub - lb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(shorter > 0, inter / shorter, np.where(inter >= 0, 1.0, 0.0))
+    share = np.clip(share, 0.0, 1.0)
+    unknown = np.isnan(la) | np.isnan(ua) | np.isnan(lb) | np.isnan(ub)
+    return np.where(unknown, 1.0, share)
+
+
+def category_under_coverage(labels: npt.ArrayLike, categories: npt.ArrayLike) -> FloatArray:
+    """Return, per pair, how far its category falls short of the study's labels per pair.
+
+    Formula: ``max(0, 1 - r_c / r)``, with ``r_c`` the labels per pair in the pair's category and
+    ``r`` the labels per pair over all pairs; 1 for a category without labels while others have
+    some, 0 for a category at or above the study's rate. Before any label every pair gets 0.
+    """
+    n = np.asarray(labels, dtype=np.float64)
+    codes, _ = _codes(np.asarray(categories))
+    if n.shape != codes.shape:
+        raise ValueError("labels and categories must have one entry per pair")
+    if n.size == 0:
+        return np.zeros(0)
+    total = n.sum()
+    if total == 0:
+        return np.zeros(n.size)
+    overall = total / n.size
+    per_category = np.bincount(codes, weights=n) / np.bincount(codes)
+    return np.clip(1.0 - per_category[codes] / overall, 0.0, 1.0)
+
+
+def pair_priority(terms: Mapping[str, npt.ArrayLike], weights: PriorityWeights) -> FloatArray:
+    """Return each pair's priority: ``sum_k w_k t_k / sum_k w_k`` over the four terms ``t_k``
+    (each in [0, 1], named as in :data:`TERMS`), so a priority lies in [0, 1] too."""
+    missing = set(TERMS) - set(terms)
+    if missing:
+        raise ValueError(f"priority terms missing: {sorted(missing)}")
+    w = weights.as_dict()
+    if any(v < 0 or not math.isfinite(v) for v in w.values()) or sum(w.values()) == 0:
+        raise ValueError("priority weights must be finite, non-negative and not all zero")
+    arrays = {term: np.asarray(terms[term], dtype=np.float64) for term in TERMS}
+    shapes = {a.shape for a in arrays.values()}
+    if len(shapes) != 1:
+        raise ValueError("every priority term needs one value per pair")
+    for term, values in arrays.items():
+        if ((values < 0) | (values > 1) | np.isnan(values)).any():
+            raise ValueError(f"priority term {term} must lie in [0, 1]")
+    total = sum(w[term] * arrays[term] for term in TERMS)
+    return np.asarray(total / sum(w.values()), dtype=np.float64)
+
+
+def selection_probabilities(
+    priority: npt.ArrayLike, *, random_share: float = DEFAULT_RANDOM_SHARE
+) -> FloatArray:
+    """Return the probability that the next draw takes each open pair.
+
+    Formula: ``q_i = e / k + (1 - e) p_i / sum_j p_j`` over the k open pairs, with ``e`` the
+    random share and ``p_i`` the priorities; all priorities zero gives the uniform draw. With
+    ``e > 0`` every open pair has ``q_i >= e / k > 0``, which the unbiased estimates need
+    (a pair that can never be drawn cannot be weighted back in).
+    """
+    if not 0.0 < random_share <= 1.0:
+        raise ValueError("random_share must lie in (0, 1]: without random draws no weight is known")
+    p = np.asarray(priority, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError("priority must be a non-empty 1-D array")
+    if (p < 0).any() or np.isnan(p).any():
+        raise ValueError("priorities must be non-negative")
+    k = p.size
+    total = p.sum()
+    if total == 0:
+        return np.full(k, 1.0 / k)
+    return np.asarray(random_share / k + (1.0 - random_share) * p / total, dtype=np.float64)
+
+
+def lure_weights(propensities: npt.ArrayLike, pool_size: int) -> FloatArray:
+    """Return the LURE weights of M labels drawn one at a time, without replacement, from a pool
+    of N items, where ``propensities[m - 1]`` is the probability ``q_m`` with which the m-th draw
+    took the item it took (given the draws before it).
+
+    Formula (Farquhar, Gal & Rainforth (2021), "On Statistical Bias in Active Learning: How and
+    When to Fix It", ICLR, Eq. 4, the "levelled unbiased risk estimator"):
+    ``v_m = 1 + (N - M) / (N - m) * (1 / ((N - m + 1) q_m) - 1)``, and then
+    ``(1 / M) sum_m v_m L_m`` is an unbiased estimate of the pool's mean ``(1 / N) sum_i L_i``
+    of any per-item quantity L, whatever (positive) proposal made the draws. A uniform draw
+    (``q_m = 1 / (N - m + 1)``) gives ``v_m = 1``; with M = N every weight is 1.
+    """
+    q = np.asarray(propensities, dtype=np.float64)
+    n_labels = q.size
+    if q.ndim != 1:
+        raise ValueError("propensities must be 1-D, one per draw in draw order")
+    if n_labels > pool_size:
+        raise ValueError("more draws than items in the pool")
+    if ((q <= 0) | (q > 1) | np.isnan(q)).any():
+        raise ValueError("each propensity must lie in (0, 1]")
+    m = np.arange(1, n_labels + 1, dtype=np.float64)
+    weights = np.ones(n_labels)
+    # v_m is 1 for m = N (N - M = 0 and N - m = 0); the formula's 0/0 is left out there.
+    inner = m < pool_size
+    mi = m[inner]
+    weights[inner] = 1.0 + (pool_size - n_labels) / (pool_size - mi) * (
+        1.0 / ((pool_size - mi + 1.0) * q[inner]) - 1.0
+    )
+    return weights
+
+
+def weighted_agreement(
+    agree: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    clusters: npt.ArrayLike,
+    *,
+    rounds: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """Return the weighted agreement rate ``sum_m v_m a_m / M`` (``a_m`` is 1 when the judge and
+    the person agree on label m, 0 otherwise, ``v_m`` its weight, :func:`lure_weights`) and its
+    percentile interval over clusters (prompts).
+
+    Each bootstrap round draws the C clusters with replacement (Efron & Tibshirani 1993, section
+    8.5) and recomputes ``sum v a / sum 1`` over the labels of the clusters drawn, so the
+    interval keeps a prompt's labels together; on all the data it is the unbiased LURE mean.
+    With weights of 1 (uniform draws) it is the plain agreement rate.
+    """
+    a = np.asarray(agree, dtype=np.float64)
+    v = np.asarray(weights, dtype=np.float64)
+    codes, _ = _codes(np.asarray(clusters))
+    if not a.shape == v.shape == codes.shape or a.ndim != 1:
+        raise ValueError("agree, weights and clusters need one entry per label")
+    if a.size == 0:
+        nan = math.nan
+        return BootstrapInterval(nan, nan, nan, confidence, rounds, seed, 0)
+    c = int(codes.max()) + 1
+    rows = np.column_stack([np.bincount(codes, v * a, c), np.bincount(codes, minlength=c)])
+    estimate = float(rows[:, 0].sum() / rows[:, 1].sum())
+    sums = cluster_sums(rows, rounds=rounds, seed=seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        replicates = sums[:, 0] / sums[:, 1]
+    return percentile_interval(estimate, replicates, confidence=confidence, seed=seed, clusters=c)
+
+
+def _codes(values: npt.NDArray[np.generic]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.generic]]:
+    uniques, codes = np.unique(values, return_inverse=True)
+    return codes.reshape(-1).astype(np.intp), uniques

@@ -1,0 +1,251 @@
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from leaderboard.stats.active import (
+    PriorityWeights,
+    category_under_coverage,
+    disagreement_share,
+    interval_overlap,
+    lure_weights,
+    pair_priority,
+    selection_probabilities,
+    weighted_agreement,
+)
+from leaderboard.stats.replay import ReplayPool, labels_to_reach, replay_curve, replay_order
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ([3, 0, 0], 0.0),  # unanimous
+        ([1, 0, 1], 1.0),  # two labels split: as split as two labels can be
+        ([2, 0, 1], 1.0 / 3.0 / (1.0 - 1.0 / 3.0)),  # modal share 2/3; floor 1/3 -> 0.5
+        ([1, 1, 1], 1.0),  # three labels over three categories, all different
+        ([2, 1, 1], (1 - 2 / 4) / (1 - 2 / 4)),  # modal 2 of 4 is the floor ceil(4/3)/4
+        ([1, 0, 0], 0.0),  # one label shows no disagreement
+        ([0, 0, 0], 0.0),
+    ],
+)
+def test_disagreement_share_is_zero_when_unanimous_and_one_when_as_split_as_possible(
+    counts: list[int], expected: float
+) -> None:
+    assert disagreement_share([counts])[0] == pytest.approx(expected)
+
+
+def test_disagreement_share_refuses_negative_counts() -> None:
+    with pytest.raises(ValueError, match="non-negative"):
+        disagreement_share([[1, -1, 0]])
+
+
+def test_interval_overlap_is_the_intersection_over_the_shorter_interval() -> None:
+    overlap = interval_overlap(
+        [0.0, 0.0, 0.0, 0.0, np.nan],
+        [2.0, 2.0, 2.0, 1.0, 1.0],
+        [1.0, 3.0, 0.5, 0.0, 0.0],
+        [5.0, 4.0, 1.0, 1.0, 1.0],
+    )
+    # [0,2]&[1,5]: 1 of the shorter 2; disjoint; [0.5,1] inside [0,2]; identical; unknown end.
+    np.testing.assert_allclose(overlap, [0.5, 0.0, 1.0, 1.0, 1.0])
+
+
+def test_points_overlap_only_when_they_coincide() -> None:
+    np.testing.assert_allclose(interval_overlap([1, 1], [1, 1], [1, 2], [1, 2]), [1.0, 0.0])
+
+
+def test_a_category_below_the_studys_labels_per_pair_is_under_covered() -> None:
+    # Study: 12 labels on 6 pairs = 2 per pair. Category x: 3 pairs, 9 labels (3 per pair);
+    # y: 2 pairs, 3 labels (1.5 per pair: 1 - 1.5/2 = 0.25 short); z: no label (1.0 short).
+    labels = [3, 3, 3, 2, 1, 0]
+    categories = ["x", "x", "x", "y", "y", "z"]
+    np.testing.assert_allclose(
+        category_under_coverage(labels, categories), [0, 0, 0, 0.25, 0.25, 1.0]
+    )
+    np.testing.assert_allclose(category_under_coverage([0, 0], ["x", "y"]), [0, 0])
+
+
+def test_priority_is_the_weighted_mean_of_its_terms() -> None:
+    terms = {
+        "judge_disagreement": [1.0, 0.0],
+        "interval_overlap": [0.5, 0.0],
+        "human_disagreement": [0.0, 1.0],
+        "under_coverage": [0.0, 0.0],
+    }
+    weights = PriorityWeights(judge_disagreement=2.0, interval_overlap=1.0, human_disagreement=1.0)
+    np.testing.assert_allclose(pair_priority(terms, weights), [(2 + 0.5) / 5, 1 / 5])
+
+
+def test_priority_refuses_a_term_out_of_range_and_weights_that_are_all_zero() -> None:
+    terms = {t: [0.5] for t in PriorityWeights().as_dict()}
+    with pytest.raises(ValueError, match="interval_overlap must lie in"):
+        pair_priority({**terms, "interval_overlap": [1.5]}, PriorityWeights())
+    zero = PriorityWeights(0.0, 0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="not all zero"):
+        pair_priority(terms, zero)
+
+
+def test_every_open_pair_keeps_the_random_share_of_a_chance() -> None:
+    q = selection_probabilities([0.0, 0.0, 1.0, 3.0], random_share=0.2)
+    np.testing.assert_allclose(q, [0.05, 0.05, 0.05 + 0.8 / 4, 0.05 + 0.8 * 3 / 4])
+    assert q.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(selection_probabilities([0.0, 0.0]), [0.5, 0.5])
+    with pytest.raises(ValueError, match="random_share"):
+        selection_probabilities([1.0], random_share=0.0)
+
+
+def test_uniform_draws_get_weight_one() -> None:
+    n = 7
+    q = 1.0 / (n - np.arange(5))
+    np.testing.assert_allclose(lure_weights(q, n), np.ones(5))
+
+
+def test_the_lure_mean_is_unbiased_for_any_proposal_by_exact_enumeration() -> None:
+    # Every ordered draw of M = 3 from N = 5 items, each drawn in proportion to fixed scores
+    # among the items still open: the expectation of (1/M) sum v_m L_m is the pool's mean.
+    values = np.array([0.0, 1.0, 1.0, 0.0, 1.0])
+    scores = np.array([0.5, 0.1, 0.2, 0.9, 0.3])
+    n, m = 5, 3
+    expected = 0.0
+    for draw in itertools.permutations(range(n), m):
+        probability, propensities, open_ = 1.0, [], list(range(n))
+        for item in draw:
+            q = scores[item] / scores[open_].sum()
+            probability *= q
+            propensities.append(q)
+            open_.remove(item)
+        expected += probability * float(np.mean(lure_weights(propensities, n) * values[[*draw]]))
+    assert expected == pytest.approx(values.mean(), abs=1e-12)
+    # The plain mean of the same draws is biased toward the often-drawn zero at index 3.
+    biased = 0.0
+    for draw in itertools.permutations(range(n), m):
+        probability, open_ = 1.0, list(range(n))
+        for item in draw:
+            probability *= scores[item] / scores[open_].sum()
+            open_.remove(item)
+        biased += probability * float(np.mean(values[[*draw]]))
+    assert abs(biased - values.mean()) > 0.02
+
+
+def test_lure_weights_refuse_a_zero_propensity_or_too_many_draws() -> None:
+    with pytest.raises(ValueError, match="propensity"):
+        lure_weights([0.5, 0.0], 4)
+    with pytest.raises(ValueError, match="more draws"):
+        lure_weights([0.5, 0.5, 0.5], 2)
+
+
+def test_weighted_agreement_with_unit_weights_is_the_plain_rate_with_a_prompt_interval() -> None:
+    agree = [1, 1, 0, 1, 0, 0, 1, 1]
+    prompts = ["p1", "p1", "p2", "p2", "p3", "p3", "p4", "p4"]
+    interval = weighted_agreement(agree, np.ones(8), prompts, rounds=2000, seed=3)
+    assert interval.estimate == pytest.approx(5 / 8)
+    assert interval.clusters == 4
+    assert interval.lower < 5 / 8 < interval.upper
+    # A round draws whole prompts: the rates it can give are sums of per-prompt pairs, so no
+    # replicate falls outside the prompts' own range of rates (0 to 1).
+    assert interval.lower >= 0.0 and interval.upper <= 1.0
+
+
+def _simulated_pool(rng: np.random.Generator, prompts: int = 60) -> pd.DataFrame:
+    """A study with known truth: per prompt an agreement rate drawn from Beta(4, 2), 3 units a
+    prompt, 2-4 votes a unit; GPT-like judge disagreement on a third of the units, where the
+    judge agrees with people less often (so priority and agreement are related)."""
+    rows = []
+    systems = ["s1", "s2", "s3", "s4"]
+    for p in range(prompts):
+        rate = rng.beta(4, 2)
+        for u in range(3):
+            a, b = rng.choice(systems, size=2, replace=False)
+            a, b = sorted((a, b))
+            disputed = rng.random() < 1 / 3
+            judge = rng.choice(["A", "tie", "B"])
+            for _ in range(rng.integers(2, 5)):
+                agree = rng.random() < (rate * (0.5 if disputed else 1.0))
+                label = judge if agree else rng.choice([x for x in ("A", "tie", "B") if x != judge])
+                rows.append(
+                    {
+                        "unit": f"{p}-{u}",
+                        "prompt": p,
+                        "category": ["c1", "c2", "c3"][p % 3],
+                        "system_a": a,
+                        "system_b": b,
+                        "label": label,
+                        "judge_label": judge,
+                        "judge_disagreement": 1.0 if disputed else 0.0,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_active_order_agreement_is_unbiased_for_the_pools_agreement_over_many_replays() -> None:
+    rng = np.random.default_rng(11)
+    frame = _simulated_pool(rng, prompts=40)
+    pool = ReplayPool(frame)
+    truth = float((frame["label"] == frame["judge_label"]).mean())
+    n = len(pool)
+    size = n // 3
+    estimates, naive = [], []
+    for seed in range(40):
+        order, propensity = replay_order(
+            pool, policy="active", seed=seed, refresh=40, overlap_rounds=10
+        )
+        curve = replay_curve(
+            pool, order, propensity, policy="active", seed=seed, sizes=[size], rounds=50
+        )
+        estimates.append(curve.points[0].agreement)
+        rows = order[:size]
+        naive.append(float((frame["label"].iloc[rows] == frame["judge_label"].iloc[rows]).mean()))
+    # The LURE mean centres on the truth (its standard error over 40 replays is about 0.01);
+    # the unweighted rate of the same labels leans toward the disputed units active selection
+    # prefers, where the judge agrees less.
+    assert np.mean(estimates) == pytest.approx(truth, abs=0.02)
+    assert np.mean(naive) < truth - 0.02
+
+
+def test_the_active_order_prefers_disputed_units_and_the_random_order_does_not() -> None:
+    rng = np.random.default_rng(5)
+    frame = _simulated_pool(rng)
+    pool = ReplayPool(frame)
+    disputed = frame["judge_disagreement"].to_numpy() == 1.0
+    size = len(pool) // 4
+    active, _ = replay_order(pool, policy="active", seed=0, refresh=20)
+    uniform, propensity = replay_order(pool, policy="random", seed=0)
+    np.testing.assert_allclose(lure_weights(propensity, len(pool)), 1.0)
+    assert disputed[active[:size]].mean() > disputed.mean() + 0.1
+    assert abs(disputed[uniform[:size]].mean() - disputed.mean()) < 0.1
+    assert sorted(active) == list(range(len(pool)))  # every label is revealed once
+
+
+def test_a_replay_curve_ends_on_the_whole_pool_for_either_order() -> None:
+    rng = np.random.default_rng(2)
+    frame = _simulated_pool(rng, prompts=24)
+    pool = ReplayPool(frame)
+    n = len(pool)
+    truth = float((frame["label"] == frame["judge_label"]).mean())
+    ends = []
+    for policy in ("random", "active"):
+        order, propensity = replay_order(pool, policy=policy, seed=1)
+        curve = replay_curve(
+            pool, order, propensity, policy=policy, seed=1, sizes=[n // 2, n], rounds=200
+        )
+        last = curve.points[-1]
+        assert last.agreement == pytest.approx(truth)
+        assert last.kendall_tau == pytest.approx(1.0)
+        ends.append(last.width)
+    assert ends[0] == pytest.approx(ends[1])  # all labels, the same data, the same interval
+    assert labels_to_reach(curve, ends[0]) == n
+    assert labels_to_reach(curve, -1.0) is None
+
+
+def test_a_pool_with_a_label_outside_a_tie_b_is_refused() -> None:
+    frame = _simulated_pool(np.random.default_rng(0), prompts=3)
+    frame.loc[0, "label"] = "model_a"
+    with pytest.raises(ValueError, match="labels must be A, tie or B"):
+        ReplayPool(frame)
+
+
+def test_an_empty_weighted_agreement_is_nan() -> None:
+    interval = weighted_agreement([], [], [], rounds=10)
+    assert math.isnan(interval.estimate)
