@@ -13,6 +13,7 @@ from leaderboard.report import (
     consistency,
     gold,
     gold_order,
+    label_budget,
     leaderboards,
     length_bias,
     per_category,
@@ -35,6 +36,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     advisorqa.SECTION,
     win_rates.SECTION,
     consistency.SECTION,
+    label_budget.SECTION,
 )
 
 

@@ -18,7 +18,8 @@ for the labels a target half width needs, and prices them at the study's pay per
 The leaderboard's stability is projected by resampling: for each size n, ``rounds`` leaderboards
 are fitted on n labels drawn with replacement from the current ones (Bradley-Terry, ties as
 half a win), and their mean Kendall tau-b against the current leaderboard is the expected rank
-agreement of a leaderboard of n labels with the one the current labels point to.
+agreement of a leaderboard of n labels with the one the current labels point to (a model
+missing from a round's draw keeps the ridge's prior strength there).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as _st
 
-from leaderboard.stats.ranking import rank_correlation
-from leaderboard.stats.ratings import bradley_terry
+from leaderboard.stats.correlation import correlation
+from leaderboard.stats.ratings import SCORE_A, win_matrix_strengths
 
 
 @dataclass(frozen=True)
@@ -78,35 +79,54 @@ class LabelPlan:
 
 
 def variance_components(agree: npt.ArrayLike, clusters: npt.ArrayLike) -> VarianceComponents:
-    """Return the ANOVA estimates of the between- and within-prompt variance of agreement.
-
-    Formulas (Searle, Casella & McCulloch 1992, section 3.6): with prompts ``c`` of ``n_c`` labels
-    and means ``m_c``, ``MSW = sum_c sum_i (a_ci - m_c)^2 / (N - C)``,
-    ``MSB = sum_c n_c (m_c - m)^2 / (C - 1)``, ``n0 = (N - sum_c n_c^2 / N) / (C - 1)``,
-    ``s_w^2 = MSW`` and ``s_b^2 = max(0, (MSB - MSW) / n0)``. One prompt gives no between part
-    (0); prompts of one label each give no within part, and ``s_w^2`` is then the labels'
-    variance with ``s_b^2`` 0 (they cannot be told apart).
-    """
+    """Return the ANOVA estimates of the between- and within-prompt variance of agreement, from
+    one 0/1 (or any numeric) value per label and its prompt; see
+    :func:`variance_components_from_sums` for the formulas."""
     a = np.asarray(agree, dtype=np.float64)
     codes = pd.factorize(pd.Series(np.asarray(clusters)))[0]
     if a.shape != codes.shape or a.ndim != 1:
         raise ValueError("agree and clusters need one entry per label")
-    n = a.size
+    c = int(codes.max()) + 1 if codes.size else 0
+    return variance_components_from_sums(
+        np.bincount(codes, minlength=c), np.bincount(codes, a, c), np.bincount(codes, a * a, c)
+    )
+
+
+def variance_components_from_sums(
+    sizes: npt.ArrayLike, sums: npt.ArrayLike, squares: npt.ArrayLike
+) -> VarianceComponents:
+    """Return the ANOVA estimates of the variance components from each prompt's label count
+    ``n_c``, sum ``S_c`` and sum of squares ``Q_c`` (for 0/1 agreement ``Q_c = S_c``).
+
+    Formulas (Searle, Casella & McCulloch 1992, section 3.6): with ``N = sum n_c``, C prompts,
+    means ``m_c = S_c / n_c`` and ``m = sum S_c / N``:
+    ``MSW = sum_c (Q_c - S_c^2 / n_c) / (N - C)``, ``MSB = sum_c n_c (m_c - m)^2 / (C - 1)``,
+    ``n0 = (N - sum_c n_c^2 / N) / (C - 1)``, ``s_w^2 = MSW`` and
+    ``s_b^2 = max(0, (MSB - MSW) / n0)``. One prompt gives no between part (0); prompts of one
+    label each give no within part, and ``s_w^2`` is then the labels' variance with ``s_b^2`` 0
+    (the two cannot be told apart).
+    """
+    n_c = np.asarray(sizes, dtype=np.float64)
+    s_c = np.asarray(sums, dtype=np.float64)
+    q_c = np.asarray(squares, dtype=np.float64)
+    if not n_c.shape == s_c.shape == q_c.shape or n_c.ndim != 1:
+        raise ValueError("sizes, sums and squares need one entry per prompt")
+    keep = n_c > 0
+    n_c, s_c, q_c = n_c[keep], s_c[keep], q_c[keep]
+    n = int(n_c.sum())
+    c = int(n_c.size)
     if n == 0:
         return VarianceComponents(math.nan, math.nan, math.nan, 0, 0)
-    c = int(codes.max()) + 1
-    sizes = np.bincount(codes, minlength=c).astype(np.float64)
-    means = np.bincount(codes, a, c) / sizes
-    grand = float(a.mean())
-    within_ss = float(((a - means[codes]) ** 2).sum())
+    grand = float(s_c.sum() / n)
     if n == c:
-        spread = float(a.var(ddof=1)) if n > 1 else 0.0
-        return VarianceComponents(grand, 0.0, spread, n, c)
-    msw = within_ss / (n - c)
+        spread = float((q_c.sum() - n * grand * grand) / (n - 1)) if n > 1 else 0.0
+        return VarianceComponents(grand, 0.0, max(0.0, spread), n, c)
+    msw = max(0.0, float((q_c - s_c**2 / n_c).sum()) / (n - c))
     if c == 1:
         return VarianceComponents(grand, 0.0, msw, n, c)
-    msb = float((sizes * (means - grand) ** 2).sum()) / (c - 1)
-    n0 = (n - float((sizes**2).sum()) / n) / (c - 1)
+    means = s_c / n_c
+    msb = float((n_c * (means - grand) ** 2).sum()) / (c - 1)
+    n0 = (n - float((n_c**2).sum()) / n) / (c - 1)
     return VarianceComponents(grand, max(0.0, (msb - msw) / n0), msw, n, c)
 
 
@@ -139,19 +159,35 @@ def rank_stability(
     battles: pd.DataFrame, *, sizes: Sequence[int], rounds: int = 50, seed: int = 0
 ) -> list[float]:
     """For each size n, the mean Kendall tau-b between the current leaderboard and ``rounds``
-    leaderboards fitted on n battles drawn with replacement from the current ones
-    (``rng = numpy.random.default_rng(seed)``); NaN without battles."""
+    leaderboards fitted on n battles drawn with replacement from the current ones; NaN without
+    battles.
+
+    The battles are counted into cells (pair of models, outcome), so a round is one multinomial
+    draw of n battles over the cells (``rng = numpy.random.default_rng(seed)``,
+    ``rng.multinomial(n, cell_counts / N)``): the distribution of n draws with replacement, at
+    a cost that does not grow with n. Each round is fitted by the Bradley-Terry fit of
+    :func:`leaderboard.stats.ratings.bradley_terry` (ties as half a win, its ridge).
+    """
     if battles.empty:
         return [math.nan for _ in sizes]
-    current = bradley_terry(battles).set_index("model")["rating"]
+    cells = battles.groupby(["model_a", "model_b", "winner"], sort=True, observed=True).size()
+    frame = cells.reset_index(name="count")
+    models = sorted(set(frame["model_a"]) | set(frame["model_b"]))
+    index = {name: i for i, name in enumerate(models)}
+    ca = frame["model_a"].map(index).to_numpy(dtype=np.intp)
+    cb = frame["model_b"].map(index).to_numpy(dtype=np.intp)
+    score = frame["winner"].map(SCORE_A).to_numpy(dtype=np.float64)
+    if np.isnan(score).any():
+        raise ValueError("winner must be model_a, model_b or tie")
+    counts = frame["count"].to_numpy(dtype=np.float64)
+    current = win_matrix_strengths(ca, cb, score, counts, len(models))
     rng = np.random.default_rng(seed)
     out = []
     for size in sizes:
         taus = []
-        for _ in range(rounds):
-            sample = battles.iloc[rng.integers(0, len(battles), size=size)]
-            board = bradley_terry(sample).set_index("model")["rating"]
-            tau = rank_correlation(current, board).kendall.estimate
+        for weight in rng.multinomial(size, counts / counts.sum(), size=rounds):
+            strengths = win_matrix_strengths(ca, cb, score, weight.astype(np.float64), len(models))
+            tau = correlation(current, strengths, "kendall").estimate
             if not math.isnan(tau):
                 taus.append(tau)
         out.append(float(np.mean(taus)) if taus else math.nan)

@@ -21,6 +21,8 @@ import pandas as pd
 
 RATING_COLUMNS = ["model", "rating", "lower", "upper"]
 _SCORE_A = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
+# The first model's score in a battle, by winner (a tie is half a win).
+SCORE_A = _SCORE_A
 _QUANTILES = (0.025, 0.5, 0.975)
 
 
@@ -883,6 +885,20 @@ def _fit_bt(wins: npt.NDArray[np.float64], ridge: float) -> npt.NDArray[np.float
         if np.abs(size * step).max() < 1e-10 or previous - current < 1e-14 * max(1.0, current):
             break
     return theta
+
+
+def win_matrix_strengths(
+    ca: npt.NDArray[np.intp],
+    cb: npt.NDArray[np.intp],
+    score: npt.NDArray[np.float64],
+    weight: npt.NDArray[np.float64],
+    m: int,
+    ridge: float = 1e-4,
+) -> npt.NDArray[np.float64]:
+    """Return the Bradley-Terry strengths (natural scale, mean 0) of weighted battle cells: cell
+    k is model ``ca[k]`` against ``cb[k]`` with the first's score ``score[k]`` (1, 0.5, 0) and
+    weight ``weight[k]``, fitted as :func:`bradley_terry` fits its win matrix."""
+    return _fit_bt(_win_matrix(ca, cb, score, weight, m), ridge)
 
 
 def bradley_terry(

@@ -11,6 +11,7 @@ from leaderboard.stats.planning import (
     rank_stability,
     variance_components,
 )
+from leaderboard.stats.ratings import bradley_terry, win_matrix_strengths
 
 
 def test_variance_components_by_hand() -> None:
@@ -114,3 +115,21 @@ def test_rank_stability_grows_with_the_labels_behind_the_leaderboard() -> None:
     assert small < large
     assert large > 0.9
     assert all(math.isnan(t) for t in rank_stability(battles.iloc[:0], sizes=[10]))
+
+
+def test_the_cell_fit_of_rank_stability_is_the_leaderboards_bradley_terry_fit() -> None:
+    battles = pd.DataFrame(
+        {
+            "model_a": ["a", "a", "b", "c", "a", "b"],
+            "model_b": ["b", "c", "c", "a", "b", "c"],
+            "winner": ["model_a", "model_a", "tie", "model_b", "model_b", "model_a"],
+        }
+    )
+    board = bradley_terry(battles).set_index("model")["rating"]
+    cells = [(0, 1, 1.0, 1.0), (0, 2, 1.0, 1.0), (1, 2, 0.5, 1.0), (2, 0, 0.0, 1.0)]
+    cells += [(0, 1, 0.0, 1.0), (1, 2, 1.0, 1.0)]
+    ca, cb, score, weight = (np.array(col) for col in zip(*cells, strict=True))
+    strengths = win_matrix_strengths(ca.astype(np.intp), cb.astype(np.intp), score, weight, 3)
+    np.testing.assert_allclose(
+        strengths * 400 / math.log(10) + 1000, board.loc[["a", "b", "c"]].to_numpy(), atol=1e-6
+    )
