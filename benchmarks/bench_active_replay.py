@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -38,19 +37,9 @@ from leaderboard.stats.replay import (  # noqa: E402
     replay_curve,
     replay_order,
 )
+from tests.leaderboard.mtbench_data import mtbench_dir  # noqa: E402
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-
-
-def shared_data() -> Path:
-    """The MT-Bench folder of the shared data (CONCORD_SHARED_DATA names another)."""
-    named = os.environ.get("CONCORD_SHARED_DATA")
-    folder = Path(named) if named else ROOT.parent / "shared" / "data" / "mt_bench_human_judgments"
-    if not (folder / "human.jsonl").exists():
-        raise SystemExit(
-            f"{folder}: no human.jsonl; set CONCORD_SHARED_DATA to the MT-Bench folder"
-        )
-    return folder
 
 
 def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +107,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the curves here")
     args = parser.parse_args()
 
-    pool = mtbench_pool(shared_data(), experts_only=args.experts)
+    pool = mtbench_pool(mtbench_dir(), experts_only=args.experts)
     n = len(pool)
     sizes = [max(1, round(n * f)) for f in FRACTIONS]
     curves: dict[str, list[ReplayCurve]] = {"random": [], "active": []}

@@ -325,63 +325,53 @@ class AnswerRatingsSection(Section[AnswerRatingsResult]):
         names = [s.system for s in result.systems]
         plots = []
         if "acceptability" in result.asked:
-            series = []
-            for level in ACCEPTABILITY_LEVELS:
-                picked = [s.shares["acceptability"].level(level) for s in result.systems]
-                series.append(
-                    Series(
-                        name=level,
-                        values=[p.share for p in picked],
-                        lower=[p.lower for p in picked],
-                        upper=[p.upper for p in picked],
-                    )
-                )
-            title = "Acceptability of each system's answers (share of ratings)"
             plots.append(
-                Plot(
+                _share_plot(
                     "answer-acceptability",
-                    title,
-                    bar_chart_svg(
-                        title=title,
-                        categories=names,
-                        series=series,
-                        y_label="share",
-                        y_min=0.0,
-                        y_max=1.0,
-                    ),
-                    note="Whiskers: the bootstrap interval.",
+                    "Acceptability of each system's answers (share of ratings)",
+                    names,
+                    [
+                        (level, [s.shares["acceptability"].level(level) for s in result.systems])
+                        for level in ACCEPTABILITY_LEVELS
+                    ],
+                    "Whiskers: the bootstrap interval.",
                 )
             )
         axes = [r for r in result.asked if r != "acceptability"]
         if axes:
-            series = []
-            for axis in axes:
-                picked = [s.shares[axis].level("yes") for s in result.systems]
-                series.append(
-                    Series(
-                        name=f"{axis}: yes",
-                        values=[p.share for p in picked],
-                        lower=[p.lower for p in picked],
-                        upper=[p.upper for p in picked],
-                    )
-                )
-            title = "Answers rated yes on each axis (share of ratings)"
             plots.append(
-                Plot(
+                _share_plot(
                     "answer-axes",
-                    title,
-                    bar_chart_svg(
-                        title=title,
-                        categories=names,
-                        series=series,
-                        y_label="share",
-                        y_min=0.0,
-                        y_max=1.0,
-                    ),
-                    note="Whiskers: the bootstrap interval; the table gives no and partial too.",
+                    "Answers rated yes on each axis (share of ratings)",
+                    names,
+                    [
+                        (f"{axis}: yes", [s.shares[axis].level("yes") for s in result.systems])
+                        for axis in axes
+                    ],
+                    "Whiskers: the bootstrap interval; the table gives no and partial too.",
                 )
             )
         return plots
+
+
+def _share_plot(
+    name: str, title: str, systems: list[str], series: list[tuple[str, list[Any]]], note: str
+) -> Plot:
+    """A bar chart of shares (0 to 1) per system, one series per (name, per-system shares with
+    ``share``, ``lower`` and ``upper``), whiskers at the intervals."""
+    bars = [
+        Series(
+            name=label,
+            values=[p.share for p in picked],
+            lower=[p.lower for p in picked],
+            upper=[p.upper for p in picked],
+        )
+        for label, picked in series
+    ]
+    svg = bar_chart_svg(
+        title=title, categories=systems, series=bars, y_label="share", y_min=0.0, y_max=1.0
+    )
+    return Plot(name, title, svg, note=note)
 
 
 SECTION = AnswerRatingsSection()

@@ -19,6 +19,7 @@ from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Sect
 from leaderboard.stats.pairwise import pairwise_agreement_by_unit
 from leaderboard.stats.planning import (
     VarianceComponents,
+    floor_half_width,
     labels_for_half_width,
     projected_half_width,
     rank_stability,
@@ -107,12 +108,7 @@ def judge_budget(
         )
         for multiplier in MULTIPLIERS
     )
-    floor = projected_half_width(
-        VarianceComponents(components.mean, components.between, 0.0, 1, components.prompts),
-        labels=1,
-        prompts=components.prompts,
-        confidence=confidence,
-    )
+    floor = floor_half_width(components, prompts=components.prompts, confidence=confidence)
     return JudgeBudget(
         comparisons=components.labels,
         per_vote=per_vote,
@@ -257,12 +253,7 @@ def label_budget_plan(
     count = prompts if prompts is not None else comp.prompts
     if count < comp.prompts:
         raise ValueError(f"the votes so far cover {comp.prompts} prompts; give at least that many")
-    floor = projected_half_width(
-        VarianceComponents(comp.mean, comp.between, 0.0, 1, count),
-        labels=1,
-        prompts=count,
-        confidence=result.confidence,
-    )
+    floor = floor_half_width(comp, prompts=count, confidence=result.confidence)
     comparisons = labels_for_half_width(
         comp, target=target_half_width, prompts=count, confidence=result.confidence
     )

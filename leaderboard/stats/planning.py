@@ -140,6 +140,17 @@ def projected_half_width(
     return z * math.sqrt(components.between / prompts + components.within / labels)
 
 
+def floor_half_width(
+    components: VarianceComponents, *, prompts: int, confidence: float = 0.95
+) -> float:
+    """The half width ``z sqrt(s_b^2 / C)`` that no number of labels on ``prompts`` prompts
+    narrows the interval past (NaN without prompts)."""
+    if prompts <= 0:
+        return math.nan
+    z = float(_st.norm.ppf(0.5 + confidence / 2.0))
+    return z * math.sqrt(components.between / prompts)
+
+
 def labels_for_half_width(
     components: VarianceComponents, *, target: float, prompts: int, confidence: float = 0.95
 ) -> int | None:
@@ -248,7 +259,6 @@ def label_plan(
         )
         for size, tau in zip(sizes, taus, strict=True)
     )
-    z = float(_st.norm.ppf(0.5 + confidence / 2.0))
     return LabelPlan(
         components=components,
         prompts=c,
@@ -256,7 +266,7 @@ def label_plan(
         current_half_width=projected_half_width(
             components, labels=current, prompts=components.prompts, confidence=confidence
         ),
-        floor_half_width=z * math.sqrt(components.between / c) if c else math.nan,
+        floor_half_width=floor_half_width(components, prompts=c, confidence=confidence),
         target_half_width=target_half_width,
         labels_needed=needed,
         additional=additional,
