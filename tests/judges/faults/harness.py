@@ -18,6 +18,7 @@ from pathlib import Path
 from django.db import connection
 from django.db.models import Count, Sum
 
+from judges.llm.client import LATE_DRAIN_SECONDS
 from judges.models import JudgeCall, JudgeRun
 from tests.judges.fake_openai import FakeOpenAI, Record
 from tests.judges.integration import (
@@ -43,9 +44,11 @@ SUITE_ENV = {
     "LOG_LEVEL": "WARNING",
 }
 DEADLINE = float(SUITE_ENV["CONCORD_JUDGE_TIMEOUT_SECONDS"])
-# How far past its deadline the server may still see a request end: the client's close reaches
-# the server's next read or write (0.05 s polls) a moment later, on a loaded machine.
-DEADLINE_SLACK = 0.5
+# How far past its deadline the server may still see a request end: a reader that comes to its
+# socket late drains what is already there for at most LATE_DRAIN_SECONDS (judges/llm/client.py:
+# the deadline bounds waiting, not reading), and then the client's close reaches the server's
+# next read or write (0.05 s polls) a moment later, on a loaded machine.
+DEADLINE_SLACK = LATE_DRAIN_SECONDS + 0.5
 TERMINAL = {
     JudgeRun.Status.DONE,
     JudgeRun.Status.CANCELLED,
