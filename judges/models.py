@@ -333,3 +333,10 @@ class PLTraining(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in (self.Status.CANCELLED, self.Status.DONE, self.Status.FAILED)
+
+    @property
+    def recipe_name(self) -> str:
+        """The recipe and K by the answers they count ("PL pairwise, top 3 + last")."""
+        from judges.reward.losses import recipe_name
+
+        return recipe_name(str(self.params.get("recipe", "?")), self.params.get("k"))

@@ -10,8 +10,13 @@ Each list is one question's answers in gold order, best first, with a ranker's s
 - first-vs-last accuracy: the share whose 1st answer scores above the last.
 
 A tie between the two scores counts half (a ranker that cannot tell them apart is right half
-the time). NDCG@k is averaged over the lists with at least k answers; lists with fewer answers
-are left out of that column, and the counts say how many lists each column used.
+the time): the one tie rule of this table, said where it is shown.
+
+NDCG@k of a list shorter than k is its NDCG over all its answers: k is cut to the list's length,
+as scikit-learn's ``sklearn.metrics.ndcg_score`` does (its ``k`` keeps the top min(k, n)), so
+NDCG@5 of 4-answer lists is their NDCG@4, not empty. ``short_lists="skip"`` keeps the older
+rule (a list with fewer than k answers is left out of the NDCG@k column); the counts say how
+many lists each column used and how many of them were cut.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +44,8 @@ class ListwiseScores:
     first_vs_second: float
     first_vs_last: float
     lists: int
+    # Lists of the NDCG@k column shorter than k (their k cut to their length); 0 under "skip".
+    ndcg_cut: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 def _beats(first: float, other: float) -> float:
@@ -47,23 +55,29 @@ def _beats(first: float, other: float) -> float:
 
 
 def listwise_scores(
-    lists: Sequence[npt.ArrayLike], *, ks: Sequence[int] = TABLE_KS
+    lists: Sequence[npt.ArrayLike],
+    *,
+    ks: Sequence[int] = TABLE_KS,
+    short_lists: Literal["cut", "skip"] = "cut",
 ) -> ListwiseScores:
     """The Table 3 measures of a ranker from its scores of lists given in gold order.
 
-    Lists with fewer than two answers are skipped. NaN where no list qualifies.
+    Lists with fewer than two answers are skipped. NDCG@k of a list shorter than k: k cut to its
+    length (``"cut"``, scikit-learn's convention) or the list left out (``"skip"``). NaN where
+    no list qualifies.
     """
+    if short_lists not in ("cut", "skip"):
+        raise ValueError(f"short_lists is 'cut' or 'skip', not {short_lists!r}")
     rows = [np.asarray(scores, dtype=np.float64) for scores in lists]
     rows = [row for row in rows if row.ndim == 1 and row.size >= 2]
     ndcg: dict[int, float] = {}
     counts: dict[int, int] = {}
+    cut: dict[int, int] = {}
     for k in ks:
-        values = [
-            ndcg_at_k(row, np.arange(row.size, 0, -1, dtype=np.float64), k)
-            for row in rows
-            if row.size >= k
-        ]
+        used = [row for row in rows if short_lists == "cut" or row.size >= k]
+        values = [ndcg_at_k(row, np.arange(row.size, 0, -1, dtype=np.float64), k) for row in used]
         counts[k] = len(values)
+        cut[k] = sum(1 for row in used if row.size < k)
         ndcg[k] = float(np.mean(values)) if values else math.nan
     second = [_beats(row[0], row[1]) for row in rows]
     last = [_beats(row[0], row[-1]) for row in rows]
@@ -73,6 +87,7 @@ def listwise_scores(
         first_vs_second=float(np.mean(second)) if rows else math.nan,
         first_vs_last=float(np.mean(last)) if rows else math.nan,
         lists=len(rows),
+        ndcg_cut=cut,
     )
 
 

@@ -29,8 +29,10 @@ def ndcg_at_k(
     positions they span, positions past k discounting 0 (F. McSherry & M. Najork 2008, "Computing
     information retrieval performance measures efficiently in the presence of tied scores", ECIR),
     which equals the mean NDCG over every order of the tied items: ties neither help nor hurt.
-    ``k=None`` uses all items. Degenerate input: NaN when there are no items or every gold
-    relevance is 0 (IDCG 0).
+    ``k=None`` uses all items, and a k beyond the list's length is cut to it (NDCG@5 of four
+    items is their NDCG@4), scikit-learn's convention (``sklearn.metrics.ndcg_score``, whose
+    ``ignore_ties=False`` is this tie rule too). Degenerate input: NaN when there are no items
+    or every gold relevance is 0 (IDCG 0).
     """
     s = np.asarray(scores, dtype=np.float64)
     rel = np.asarray(relevances, dtype=np.float64)

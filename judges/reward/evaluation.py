@@ -18,6 +18,7 @@ from annotation.models import Answer, HumanJudgment, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.reward.artifacts import artifact_load, artifact_metadata
 from judges.reward.data import TrainingInputError, question_text, ranked_lists
+from judges.reward.losses import recipe_name
 from rankeval.listwise import TableRow, advisorqa_table
 
 SHARE_OF_B = {"A": 0.0, "B": 1.0, "tie": 0.5}
@@ -33,7 +34,9 @@ class Evaluation:
 
 def pl_label(judge: Judge) -> str:
     """A PL judge's row name, with its recipe and K."""
-    return f"{judge.name} (PL {judge.params.get('recipe', '?')}, K={judge.params.get('k', '?')})"
+    return (
+        f"{judge.name} ({recipe_name(str(judge.params.get('recipe', '?')), judge.params.get('k'))})"
+    )
 
 
 def _model_scores(judge: Judge, answer_ids: list[int]) -> dict[int, float]:

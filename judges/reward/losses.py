@@ -40,6 +40,27 @@ def parse_k(value: str | int | None) -> int | None:
     return k
 
 
+def recipe_name(recipe: str, k: str | int | None) -> str:
+    """The name of a PL model's training recipe and K, the same wherever a model is named.
+
+    "PL(4)" means two different things: the listwise recipe's PL(4) is the PL likelihood of
+    each list's top 4 answers, AdvisorQA's pairwise PL(4) is the Bradley-Terry pairs of the top
+    3 and the last (:func:`advisorqa_pairs`). So the name says which answers count:
+    ``"PL listwise, top 4"``, ``"PL listwise, all answers"``, ``"PL pairwise, top 3 + last"``
+    (K >= 4), ``"PL pairwise, top 3"`` (K = 2 or 3: top K), ``"PL pairwise, every pair"``.
+    """
+    size = parse_k(None if k is None or str(k) in ("", "None") else k)
+    if recipe == LISTWISE:
+        return "PL listwise, all answers" if size is None else f"PL listwise, top {size}"
+    if recipe == PAIRWISE:
+        if size is None:
+            return "PL pairwise, every pair"
+        if size >= 4:
+            return f"PL pairwise, top {size - 1} + last"
+        return f"PL pairwise, top {size}"
+    return f"PL {recipe}, K={k}"
+
+
 def advisorqa_pairs(n: int, k: int | None, *, rng: random.Random) -> list[tuple[int, int]]:
     """The (better, worse) positions AdvisorQA's script takes from a list ranked best first.
 

@@ -29,7 +29,7 @@ from judges.models import Judge, PLTraining
 from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data
 from judges.reward.encoder import DEFAULT_BACKBONE, BackboneNotFound, backbone_path
-from judges.reward.losses import RECIPES, parse_k
+from judges.reward.losses import RECIPES, parse_k, recipe_name
 from judges.reward.scoring import queue_on_commit
 from judges.services.runs import _check_may_run
 
@@ -232,8 +232,8 @@ def pl_training_execute(*, training_id: int) -> str:
                 kind=Judge.Kind.PL,
                 # The report names a source by judge and model: recipe and K say which PL model.
                 model_name=(
-                    f"{result.metadata['backbone_label']}, PL {result.metadata['recipe']} "
-                    f"K={result.metadata['k']}"
+                    f"{result.metadata['backbone_label']}, "
+                    f"{recipe_name(result.metadata['recipe'], result.metadata['k'])}"
                 )[:200],
                 model_version=result.metadata["weights_hash"][:12],
                 params={

@@ -13,7 +13,7 @@ from rankeval.listwise import advisorqa_table, listwise_scores, random_scores, w
 def test_a_perfect_ranker_scores_one_everywhere() -> None:
     result = listwise_scores([[3.0, 2.0, 1.0], [9.0, 8.0, 7.0, 6.0, 5.0]])
     assert result.ndcg == {2: 1.0, 3: 1.0, 5: 1.0}
-    assert result.ndcg_lists == {2: 2, 3: 2, 5: 1}
+    assert result.ndcg_lists == {2: 2, 3: 2, 5: 2}
     assert (result.first_vs_second, result.first_vs_last, result.lists) == (1.0, 1.0, 2)
 
 
@@ -25,7 +25,8 @@ def test_ndcg_of_a_swapped_pair_equals_the_worked_example() -> None:
     assert result.ndcg[2] == pytest.approx(expected)
     assert result.first_vs_second == 0.0
     assert result.first_vs_last == 1.0
-    assert math.isnan(result.ndcg[5])
+    # k cut to the list's 3 answers: NDCG@5 is the list's NDCG@3.
+    assert result.ndcg[5] == pytest.approx(result.ndcg[3])
 
 
 def test_a_tie_counts_half() -> None:
@@ -71,3 +72,39 @@ def test_the_table_ranks_scorers_by_score_and_judges_by_wins_with_direct_accurac
     shared = (1 / math.log2(3) + 1 / math.log2(4)) / 2
     ideal = 3 + 2 / math.log2(3) + 1 / math.log2(4)
     assert llm.ndcg_3 == pytest.approx((3 + 3 * shared) / ideal)
+
+
+def test_ndcg_at_k_cuts_k_to_a_short_lists_length_as_scikit_learn_does() -> None:
+    from sklearn.metrics import ndcg_score
+
+    rng = np.random.default_rng(3)
+    lists = [rng.normal(size=n) for n in (2, 3, 4, 4, 6)]
+    result = listwise_scores(lists)
+    for k in (2, 3, 5):
+        expected = np.mean([ndcg_score([np.arange(row.size, 0, -1)], [row], k=k) for row in lists])
+        assert result.ndcg[k] == pytest.approx(expected)
+    # Every list counts in every column, and NDCG@5 of the 4-answer lists is their NDCG@4.
+    assert result.ndcg_lists == {2: 5, 3: 5, 5: 5}
+    assert result.ndcg_cut == {2: 0, 3: 1, 5: 4}
+    assert listwise_scores(lists[2:4], ks=(5,)).ndcg[5] == pytest.approx(
+        listwise_scores(lists[2:4], ks=(4,)).ndcg[4]
+    )
+
+
+def test_the_skip_rule_leaves_short_lists_out_when_asked() -> None:
+    result = listwise_scores([[3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0, 5.0]], short_lists="skip")
+    assert result.ndcg_lists == {2: 2, 3: 2, 5: 1}
+    assert result.ndcg_cut == {2: 0, 3: 0, 5: 0}
+    with pytest.raises(ValueError, match="short_lists"):
+        listwise_scores([[1.0, 2.0]], short_lists="drop")  # type: ignore[arg-type]
+
+
+def test_ndcg_with_tied_scores_matches_scikit_learns_tie_averaging() -> None:
+    from sklearn.metrics import ndcg_score
+
+    from rankeval.ndcg import ndcg_at_k
+
+    scores = np.array([2.0, 1.0, 1.0, 1.0, 0.0])
+    gains = np.array([5.0, 4.0, 3.0, 2.0, 1.0])
+    for k in (1, 2, 3, 7):
+        assert ndcg_at_k(scores, gains, k) == pytest.approx(ndcg_score([gains], [scores], k=k))

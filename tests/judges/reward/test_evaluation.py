@@ -36,14 +36,15 @@ def test_the_table_has_a_row_per_ranker_on_the_held_out_prompts(
     assert list(rows) == [
         "random ranker",
         "longer answer",
-        "pl-eval (PL pairwise, K=4)",
+        "pl-eval (PL pairwise, top 3 + last)",
         "people",
     ]
-    pl = rows["pl-eval (PL pairwise, K=4)"]
+    pl = rows["pl-eval (PL pairwise, top 3 + last)"]
     assert pl["lists"] == 4 and pl["first_vs_last"] == 1.0 and pl["ndcg_3"] > 0.9
     # The imported person always prefers the better-ranked answer.
     assert (rows["people"]["first_vs_second"], rows["people"]["second_pairs"]) == (1.0, 4)
-    assert rows["people"]["ndcg_5"] is None  # lists of four answers
+    # Lists of four answers: NDCG@5 is their NDCG@4 (k cut to the list), not left empty.
+    assert rows["people"]["ndcg_5"] is not None
     text = io.StringIO()
     call_command("evaluate_pl_model", "--study", cast.study.slug, stdout=text)
     assert "4 ranked lists on the held-out prompts" in text.getvalue()

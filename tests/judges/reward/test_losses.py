@@ -8,7 +8,13 @@ import random
 import pytest
 import torch
 
-from judges.reward.losses import advisorqa_pairs, bt_pair_loss, pl_batch_loss, pl_list_loss
+from judges.reward.losses import (
+    advisorqa_pairs,
+    bt_pair_loss,
+    pl_batch_loss,
+    pl_list_loss,
+    recipe_name,
+)
 
 
 def test_pl_loss_of_three_answers_equals_the_hand_computed_value() -> None:
@@ -70,3 +76,29 @@ def test_a_list_shorter_than_k_gives_no_pairs() -> None:
     with pytest.raises(ValueError, match="a list of 3 answers cannot give PL\\(4\\)"):
         advisorqa_pairs(3, 4, rng=random.Random(0))
     assert len(advisorqa_pairs(4, None, rng=random.Random(0))) == 6
+
+
+@pytest.mark.parametrize(
+    ("recipe", "k", "name"),
+    [
+        ("listwise", "4", "PL listwise, top 4"),
+        ("listwise", "all", "PL listwise, all answers"),
+        ("listwise", None, "PL listwise, all answers"),
+        ("pairwise", "2", "PL pairwise, top 2"),
+        ("pairwise", "3", "PL pairwise, top 3"),
+        ("pairwise", "4", "PL pairwise, top 3 + last"),
+        ("pairwise", 5, "PL pairwise, top 4 + last"),
+        ("pairwise", "all", "PL pairwise, every pair"),
+    ],
+)
+def test_the_two_pl4_recipes_have_names_that_say_which_answers_count(
+    recipe: str, k: str | int | None, name: str
+) -> None:
+    assert recipe_name(recipe, k) == name
+
+
+def test_the_pairwise_name_lists_the_positions_advisorqa_pairs_takes() -> None:
+    # "top 3 + last" of a 6-answer list: positions 0, 1, 2 and 5.
+    taken = {i for pair in advisorqa_pairs(6, 4, rng=random.Random(0)) for i in pair}
+    assert taken == {0, 1, 2, 5}
+    assert recipe_name("pairwise", 4) == "PL pairwise, top 3 + last"

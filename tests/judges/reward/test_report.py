@@ -66,7 +66,7 @@ def test_the_report_ranks_answers_by_every_source_and_calls_the_pl_judge_order_i
     assert [r["source"] for r in rows["scores"]] == [
         next(r["source"] for r in rows["scores"] if "pl-report" in r["source"])
     ]
-    assert "PL listwise K=all" in rows["scores"][0]["source"]
+    assert "PL listwise, all answers" in rows["scores"][0]["source"]
     people = next(r for r in rows["wins"] if r["source"] == "people")
     assert (people["first_vs_second"], people["first_vs_last"]) == (1.0, 1.0)
     # The longer-answer judge and the longer-answer ranker agree: ranks follow length here.

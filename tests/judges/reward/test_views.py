@@ -54,6 +54,7 @@ def test_a_researcher_queues_a_training_watches_it_finish_and_finds_the_judge(
     page = client.get(reverse("judges:pl_training_detail", args=[slug, training.pk]))
     assert b"1st vs last accuracy" in page.content and b"pl_training.js" in page.content
     assert b'data-terminal="yes"' in page.content
+    assert b"PL pairwise, top 3 (pairwise, K = 3)" in page.content
     curve = client.get(reverse("judges:pl_training_curve", args=[slug, training.pk]))
     assert curve["Content-Type"] == "image/svg+xml"
     assert curve.content.count(b"<polyline") == 2  # training and held-out loss
