@@ -7,10 +7,14 @@ they may not read is a 404, as on the pages).
 
 from __future__ import annotations
 
+import inspect
+import re
 from abc import ABC, abstractmethod
 from typing import Any
 
 from django.db.models import QuerySet
+from django.urls import reverse
+from django.utils.module_loading import import_string
 from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
@@ -20,7 +24,7 @@ from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.views import APIView
 
 from annotation.models import HumanJudgment, Pair, Study
-from config.access import get_study_or_404
+from config.access import IsResearcherOrAdmin, get_study_or_404
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.selectors.api import api_study_list
@@ -42,6 +46,48 @@ class _SchemaSerializerMixin:
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> serializers.Serializer[Any]:
         return self.OutputSerializer(*args, **kwargs)
+
+
+def _route_template(route: str) -> str:
+    """A URL pattern's route as a template a client fills in: `<slug:slug>` becomes `{slug}`."""
+    return re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+
+
+class ApiIndexApi(APIView):
+    """What the API offers: each endpoint's URL template and purpose, the schema and the docs."""
+
+    permission_classes = [IsResearcherOrAdmin]
+    schema = None  # the index describes the schema; the schema need not describe the index
+
+    def get(self, request: Request) -> Response:
+        from leaderboard.api_urls import api_patterns  # the URLs import this module
+
+        # The templates' braces stay as they are (build_absolute_uri would percent-encode them).
+        base = request.build_absolute_uri(reverse("leaderboard_api:index"))
+        endpoints = []
+        for pattern in api_patterns:
+            view = import_string(pattern.callback.dotted)  # type: ignore[attr-defined]
+            summary = inspect.getdoc(view) or ""
+            endpoints.append(
+                {
+                    "name": pattern.name,
+                    "url": base + _route_template(str(pattern.pattern)),
+                    "methods": ["GET"],
+                    "description": " ".join(summary.split("\n\n")[0].split()),
+                }
+            )
+        login = request.build_absolute_uri(reverse("login"))
+        return Response(
+            {
+                "name": "Concord analysis API",
+                "version": "1",
+                "read_only": True,
+                "authentication": f"session: log in at {login}",
+                "schema": request.build_absolute_uri(reverse("leaderboard_api:schema")),
+                "docs": request.build_absolute_uri(reverse("leaderboard_api:docs")),
+                "endpoints": endpoints,
+            }
+        )
 
 
 class StudyListApi(_SchemaSerializerMixin, APIView):

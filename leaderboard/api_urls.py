@@ -36,6 +36,7 @@ api_patterns = [
 ]
 
 urlpatterns = [
+    path("", lazy_view("leaderboard.api.ApiIndexApi"), name="index"),
     *api_patterns,
     path(
         "schema/",

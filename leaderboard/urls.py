@@ -18,6 +18,11 @@ urlpatterns = [
         name="study_analysis_report",
     ),
     path(
+        "<slug:slug>/analysis/report.html",
+        lazy_view("leaderboard.views.StudyAnalysisReportHtmlView"),
+        name="study_analysis_report_html",
+    ),
+    path(
         "<slug:slug>/analysis/tables/<slug:name>.csv",
         lazy_view("leaderboard.views.StudyAnalysisTableView"),
         name="study_analysis_table",

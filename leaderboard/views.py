@@ -34,7 +34,7 @@ from leaderboard.report.document import (
     report_table,
     table_to_csv,
 )
-from leaderboard.report.html import report_page_context
+from leaderboard.report.html import report_page_context, report_to_html
 from leaderboard.selectors.api import api_schema_get
 from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
 from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
@@ -173,6 +173,25 @@ class StudyAnalysisReportView(ResearcherRequiredMixin, View):
         response = HttpResponse(report_to_json(payload), content_type="application/json")
         response["Content-Disposition"] = (
             f'attachment; filename="{_filename(study, "agreement-report", "json")}"'
+        )
+        return _marked(response, state)
+
+
+class StudyAnalysisReportHtmlView(ResearcherRequiredMixin, View):
+    """The standalone HTML report of the page's filters, as a download (the file
+    `agreement_report --format html` writes): styles and plots inline, no scripts."""
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        served = _served(request, study)
+        if isinstance(served, HttpResponse):
+            return served
+        state, report = served
+        response = HttpResponse(
+            report_to_html(report, study=study), content_type="text/html; charset=utf-8"
+        )
+        response["Content-Disposition"] = (
+            f'attachment; filename="{_filename(study, "agreement-report", "html")}"'
         )
         return _marked(response, state)
 

@@ -85,6 +85,7 @@ def test_everyone_else_gets_a_404(
     for view, kwargs in (
         ("study_analysis", {}),
         ("study_analysis_report", {}),
+        ("study_analysis_report_html", {}),
         ("study_analysis_table", {"name": "agreement"}),
         ("study_analysis_plot", {"name": "category-correlation"}),
     ):
@@ -142,6 +143,27 @@ def test_json_report_download_holds_the_documented_keys(
     assert report["position_bias"]["human"]["histogram"] == {
         "1": 0, "2": 2, "3": 1, "4": 1, "5": 0, "6": 0, "7": 0, "8": 0
     }  # fmt: skip
+
+
+def test_the_html_report_is_one_downloadable_file_of_the_page_filters_without_scripts(
+    client: Client, cast: Cast, judged_study: Study
+) -> None:
+    client.force_login(cast.researcher)
+    page = get_computed(client, url(judged_study)).content.decode()
+    html_url = url(judged_study, "study_analysis_report_html")
+    assert f'href="{html_url}"' in page  # the page links its download
+    response = get_computed(client, html_url)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="{judged_study.slug}-agreement-report.html"'
+    )
+    body = response.content.decode()
+    assert "tiny judge vs human" in body
+    assert "<script" not in body and "<link" not in body  # self-contained, nothing to run
+    assert "<svg" in body  # the plots are inline
+    filtered = get_computed(client, html_url + "?turn=9")
+    assert filtered.status_code == 404  # filters are checked as for the JSON
 
 
 def test_an_unknown_filter_value_is_a_bad_request_that_names_the_field(

@@ -94,3 +94,28 @@ def test_the_openapi_schema_and_docs_page_describe_every_endpoint(
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200
     assert b"/api/v1/studies/{slug}/calls/" in docs.content
+
+
+def test_the_api_root_lists_every_endpoint_with_the_schema_and_docs(
+    client: Client, cast: Cast
+) -> None:
+    client.force_login(cast.researcher)
+    index = client.get("/api/v1/")
+    assert index.status_code == 200
+    body = index.json()
+    schema = client.get("/api/v1/schema/").json()
+    listed = {e["url"].removeprefix("http://testserver") for e in body["endpoints"]}
+    assert listed == set(schema["paths"])  # the index and the schema describe the same API
+    report = next(e for e in body["endpoints"] if e["name"] == "study_report")
+    assert report["description"].startswith("The study's agreement report")
+    assert body["schema"] == "http://testserver/api/v1/schema/"
+    assert body["docs"] == "http://testserver/api/v1/docs/"
+
+
+def test_the_api_root_is_refused_to_anonymous_clients_and_workers(
+    client: Client, cast: Cast
+) -> None:
+    assert client.get("/api/v1/").status_code == 403
+    assert cast.worker_one.user is not None
+    client.force_login(cast.worker_one.user)
+    assert client.get("/api/v1/").status_code == 403
