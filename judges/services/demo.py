@@ -1,5 +1,8 @@
 """The demo's judges: two baselines that run anywhere, and a GPT-4 judge that needs a key.
 
+The GPT-4 judge is the demo study's own, so the demo's researcher can paste its key on the
+judge's page (stored encrypted) without stopping the demo; the baselines are shared.
+
 The demo study's Contrast Instructions are built by `leaderboard.services.demo`."""
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from annotation.models import Study
 from judges.models import Judge
 from judges.services.judges import judge_create
 
@@ -24,15 +28,26 @@ DEMO_JUDGES: tuple[dict[str, object], ...] = (
         "price_input_per_mtok": Decimal("30"),
         "price_output_per_mtok": Decimal("60"),
         "requests_per_minute": 60,
+        "own": True,
     },
 )
 
 
 @transaction.atomic
-def demo_judges_ensure() -> list[Judge]:
-    """Create the demo judges that do not exist yet (by name); return all of them."""
+def demo_judges_ensure(*, study: Study | None = None) -> list[Judge]:
+    """Create the demo judges that do not exist yet (by name); return all of them.
+
+    With `study`, the judges marked `own` belong to it (one made shared by an older demo is
+    handed to it), so its researchers may replace their keys."""
     judges = []
     for spec in DEMO_JUDGES:
-        existing = Judge.objects.filter(name=spec["name"]).first()
-        judges.append(existing or judge_create(**spec))  # type: ignore[arg-type]
+        fields = {k: v for k, v in spec.items() if k != "own"}
+        owner = study if spec.get("own") else None
+        judge = Judge.objects.filter(name=spec["name"]).first()
+        if judge is None:
+            judge = judge_create(**fields, study=owner)  # type: ignore[arg-type]
+        elif owner is not None and judge.study_id is None:
+            Judge.objects.filter(pk=judge.pk, study__isnull=True).update(study=owner)
+            judge.study = owner
+        judges.append(judge)
     return judges

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db.models import Q
+from django.test import Client
 
 from annotation.models import Answer, Pair, Prompt
 from annotation.services.demo import demo_setup
+from judges.models import Judge
+from judges.services.judges import judge_readiness
 
 
 @pytest.mark.django_db
@@ -40,3 +47,29 @@ def test_the_demo_study_has_its_prompts_categories_and_gold_pairs() -> None:
         Q(answer_a__leak_flagged=True) | Q(answer_b__leak_flagged=True)
     )
     assert not flagged_in_pairs.exists()
+
+
+@pytest.mark.django_db
+def test_the_demo_researcher_gives_the_llm_judge_its_key_on_its_page_without_a_restart(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = io.StringIO()
+    call_command("demo_setup", "--base-url", "http://127.0.0.1:8000", stdout=out)
+    judge = Judge.objects.get(name="gpt-4 (H4 Likert)")
+    page = f"/studies/demo/judges/{judge.pk}/"
+    assert f"paste it on its page (stored encrypted; no restart): http://127.0.0.1:8000{page}" in (
+        out.getvalue()
+    )
+    assert judge_readiness(judge=judge) == "not configured: set OPENAI_API_KEY"
+    client.force_login(User.objects.get(username="demo-researcher"))
+    assert client.get(page).status_code == 200
+    response = client.post(page + "key/", {"api_key": "sk-demo-" + "x" * 40})
+    assert response.status_code == 302
+    judge.refresh_from_db()
+    assert judge_readiness(judge=judge) == ""
+    assert judge.api_key_encrypted and "sk-demo-" not in judge.api_key_encrypted
+    # Loading the demo again keeps the judge and its key.
+    call_command("demo_setup", stdout=io.StringIO())
+    again = Judge.objects.get(name="gpt-4 (H4 Likert)")
+    assert (again.pk, again.api_key_encrypted) == (judge.pk, judge.api_key_encrypted)

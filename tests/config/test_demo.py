@@ -183,6 +183,7 @@ def test_the_demo_prints_what_each_login_is_for_and_how_to_give_a_judge_its_key(
     assert re.search(researcher, output, re.M)
     assert f"Annotate:      {demo.base}/work/demo/enter/demo/  (no log-in" in output
     assert "'gpt-4 (H4 Likert)': not configured: set OPENAI_API_KEY" in output
+    assert "paste it on its page (stored encrypted; no restart)" in output
     assert "OPENAI_API_KEY=... make demo" in output
     assert "Ctrl-C here, or `make demo-stop`" in output
 

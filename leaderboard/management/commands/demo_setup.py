@@ -32,7 +32,7 @@ class Command(BaseCommand):
         base = options["base_url"].rstrip("/")
         setup = demo_setup()
         contrast = demo_contrast_ensure(study=setup.study)
-        judges = demo_judges_ensure()
+        judges = demo_judges_ensure(study=setup.study)
         self.stdout.write(
             f"Demo study '{setup.study.slug}': {setup.study.prompts.count()} prompts, "
             f"{setup.study.pairs.count()} pairs ({setup.study.pairs.filter(is_gold=True).count()}"
@@ -63,15 +63,12 @@ class Command(BaseCommand):
         for judge in judges:
             self.stdout.write(f"  {judge.name!r}: {judge_readiness(judge=judge) or 'ready'}")
         self.stdout.write(f"  {demo_pl_model_queue(study=setup.study)}")
-        keys = sorted({judge.api_key_env for judge in judges if judge.api_key_env})
-        if keys:
+        for judge in judges:
+            if judge.study_id is None or not judge.api_key_env:
+                continue
             self.stdout.write(
-                "An LLM judge reads its API key from the environment variable it names, in the "
-                "worker's environment."
-            )
-            self.stdout.write(
-                "To give it one, stop the demo and start it again with the key set: "
-                + " ".join(f"{name}=..." for name in keys)
-                + " make demo"
+                f"To give {judge.name!r} its API key, log in as the researcher and paste it on "
+                f"its page (stored encrypted; no restart): {base}/studies/{slug}/judges/"
+                f"{judge.pk}/ , or start the demo with {judge.api_key_env}=... make demo"
             )
         self.stdout.write("")
