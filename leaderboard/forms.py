@@ -94,3 +94,26 @@ class FollowupForm(forms.Form):
         ):
             self.add_error("judge_b_run", "Choose two different judge runs.")
         return data
+
+
+class LabelPlanForm(forms.Form):
+    """The planner's question: which judge, what half width, on how many prompts."""
+
+    judge = forms.ChoiceField()
+    target_points = forms.FloatField(
+        min_value=0.1,
+        max_value=50,
+        initial=3.0,
+        label="Target half width (± percentage points)",
+    )
+    prompts = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Prompts (empty: the ones voted on so far; more for a study still to grow)",
+    )
+
+    def __init__(self, *args: Any, judges: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        judge = self.fields["judge"]
+        assert isinstance(judge, forms.ChoiceField)
+        judge.choices = [(name, name) for name in judges]

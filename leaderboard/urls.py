@@ -33,6 +33,11 @@ urlpatterns = [
         name="study_analysis_plot",
     ),
     path(
+        "<slug:slug>/analysis/planner/",
+        lazy_view("leaderboard.views.StudyLabelPlanView"),
+        name="study_label_plan",
+    ),
+    path(
         "<slug:slug>/analysis/units/",
         lazy_view("leaderboard.views.StudyUnitListView"),
         name="study_units",

@@ -25,8 +25,9 @@ from django.views import View
 from annotation.models import Pair, Study
 from config.access import ResearcherRequiredMixin, get_study_or_404
 from config.broker import BrokerUnavailable
-from leaderboard.forms import AnalysisFilterForm, FollowupForm
+from leaderboard.forms import AnalysisFilterForm, FollowupForm, LabelPlanForm
 from leaderboard.models import ExportJob
+from leaderboard.report import label_budget
 from leaderboard.report.document import (
     Report,
     report_from_payload,
@@ -194,6 +195,61 @@ class StudyAnalysisReportHtmlView(ResearcherRequiredMixin, View):
             f'attachment; filename="{_filename(study, "agreement-report", "html")}"'
         )
         return _marked(response, state)
+
+
+class StudyLabelPlanView(ResearcherRequiredMixin, View):
+    """The label budget planner: "N more judgments, about $X at the study's pay, to reach ± Y
+    points" for a judge, from the stored report of the page's filters (its `label_budget`
+    section), with the projection's table and plot. Reads the snapshot, never the votes."""
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        filter_form, state = _state_for(request, study)
+        context: dict[str, Any] = {"study": study, "filter_form": filter_form}
+        if state is None:
+            return render(request, "leaderboard/label_plan.html", context, status=400)
+        context |= {"state": state, "retry_seconds": RETRY_SECONDS}
+        if state.payload is None:
+            return _marked(render(request, "leaderboard/label_plan.html", context), state)
+        report = report_from_payload(state.payload)
+        result = report.result(label_budget.SECTION)
+        judges = [j for j in report.context.judges if j in result.judges]
+        bound = request.GET if "judge" in request.GET else None
+        form = LabelPlanForm(bound, judges=judges, initial={"judge": judges[0] if judges else ""})
+        pay = study.pay_per_judgment_cents
+        own = set(LabelPlanForm.base_fields)
+        context |= {
+            "form": form,
+            # The analysis filters ride along in the planner's own form.
+            "filter_items": [
+                (key, value)
+                for key, values in request.GET.lists()
+                if key not in own
+                for value in values
+            ],
+            "judges": judges,
+            "result": result,
+            "pay_cents": pay,
+            "tables": label_budget.SECTION.tables(result, report.context),
+            "plots": label_budget.SECTION.plots(result, report.context),
+        }
+        if bound is not None and form.is_valid():
+            try:
+                answer = label_budget.label_budget_plan(
+                    result,
+                    judge=form.cleaned_data["judge"],
+                    target_half_width=form.cleaned_data["target_points"] / 100,
+                    cents_per_judgment=pay,
+                    prompts=form.cleaned_data["prompts"],
+                )
+            except ValueError as exc:
+                form.add_error("prompts", str(exc))
+            else:
+                context |= {
+                    "answer": answer,
+                    "sentence": label_budget.plan_sentence(answer, cents_per_judgment=pay),
+                }
+        return _marked(render(request, "leaderboard/label_plan.html", context), state)
 
 
 class StudyExportView(ResearcherRequiredMixin, View):

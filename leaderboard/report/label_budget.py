@@ -270,3 +270,25 @@ def label_budget_plan(
         additional,
         additional * cents_per_judgment,
     )
+
+
+def plan_sentence(answer: PlannerAnswer, *, cents_per_judgment: int) -> str:
+    """The planner's answer in one sentence, as the page and `plan_labels` print it."""
+    target = f"± {100 * answer.target_half_width:.1f} points"
+    floor = f"± {100 * answer.floor_half_width:.1f}"
+    if answer.votes_needed is None or answer.additional_votes is None:
+        return (
+            f"{answer.judge}: {target} is out of reach on {answer.prompts} prompts (more votes "
+            f"on them cannot go below {floor} points); plan votes on more prompts."
+        )
+    if answer.additional_votes == 0:
+        return (
+            f"{answer.judge}: {target} is reached already ({answer.votes_needed} human votes "
+            f"suffice on {answer.prompts} prompts)."
+        )
+    dollars = (answer.cost_cents or 0) / 100
+    return (
+        f"{answer.judge}: {answer.additional_votes} more judgments, about ${dollars:,.2f} at "
+        f"{cents_per_judgment}¢ per judgment, to reach {target} ({answer.votes_needed} human "
+        f"votes in all on {answer.prompts} prompts; the floor there is {floor} points)."
+    )
