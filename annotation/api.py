@@ -24,6 +24,7 @@ from annotation.selectors.work import (
     WorkItem,
     work_item_build,
     worker_get_in_study,
+    worker_pairs_held_elsewhere,
     worker_progress,
 )
 from annotation.services.assignments import assignment_claim
@@ -130,7 +131,17 @@ class NextApi(WorkerApi):
     def post(self, request: Request, slug: str) -> Response:
         try:
             claimed = assignment_claim(worker=self.worker)
-        except (WorkerBlocked, StudyNotOpen) as exc:
+        except WorkerBlocked as exc:
+            response = error_response(exc)
+            code = self.study.screened_out_code
+            panel = panel_get(self.worker.panel)
+            response.data["completion"] = {
+                "code": code,
+                "screened_out": True,
+                "url": panel.completion_url(study=self.study, code=code) if panel else "",
+            }
+            return response
+        except StudyNotOpen as exc:
             return error_response(exc)
         # The claim counted the worker's judgments under its lock: no count of our own.
         progress = Progress(done=claimed.done, target=claimed.target)
@@ -144,6 +155,13 @@ class NextApi(WorkerApi):
                 forms=forms_of(self.study),
             )
             return Response(body)
+        if progress.done < progress.target:
+            held = worker_pairs_held_elsewhere(worker=self.worker)
+            if held.pairs:
+                # Items are left but other workers hold them: ask again later, no code yet.
+                frees_at = held.frees_at and _DATETIME.to_representation(held.frees_at)
+                body.update(status="wait", item=None, frees_at=frees_at)
+                return Response(body)
         if progress.done == 0:
             body.update(status="no_work", item=None)
             return Response(body)

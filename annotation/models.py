@@ -167,6 +167,13 @@ class Study(models.Model):
         help_text="Code for a worker who stops early (give it its own action on Prolific); "
         "empty shows no code to those who stop early.",
     )
+    screened_out_code = models.CharField(
+        max_length=60,
+        blank=True,
+        validators=[PANEL_TOKEN_VALIDATOR],
+        help_text="Code for a worker blocked by the gold checks or a researcher (Prolific's "
+        "screened-out code); empty shows such workers no code.",
+    )
     prolific_study_id = models.CharField(
         "Prolific study id",
         max_length=64,
@@ -246,6 +253,14 @@ class Study(models.Model):
                 name="study_partial_code_differs",
             ),
             models.CheckConstraint(
+                condition=Q(screened_out_code="")
+                | (
+                    ~Q(screened_out_code=F("completion_code"))
+                    & ~Q(screened_out_code=F("partial_completion_code"))
+                ),
+                name="study_screened_out_code_differs",
+            ),
+            models.CheckConstraint(
                 condition=Q(entry_attempts_per_minute__gte=1), name="study_entry_limit_positive"
             ),
             models.CheckConstraint(
@@ -264,6 +279,14 @@ class Study(models.Model):
             errors["partial_completion_code"] = (
                 "The partial code must differ from the full completion code, or stopping early "
                 "would be paid as finishing."
+            )
+        if self.screened_out_code and self.screened_out_code in (
+            self.completion_code,
+            self.partial_completion_code,
+        ):
+            errors["screened_out_code"] = (
+                "The screened-out code must differ from the full and the partial code, or a "
+                "blocked worker would be paid as one who finished."
             )
         if self.partial_completion_code and not self.completion_code:
             errors["completion_code"] = "Set the full completion code before the partial one."

@@ -79,6 +79,10 @@ class StudySettingsForm(forms.ModelForm):
             "Prolific as a second completion code (for example: manual review, or approve and "
             "pay the judgments made as a bonus); it must differ from the full code. Empty: "
             "those who stop early get no code.",
+            "screened_out_code": "The code for a worker who gets no more items because the "
+            "gold checks or a researcher blocked them: Prolific's screened-out code (add it on "
+            "Prolific with the screen-out action). It must differ from the other two. Empty: "
+            "blocked workers get no code, only the link back.",
             "prolific_study_id": "The study's id on Prolific (in its URL, 24 characters). Entry "
             "compares Prolific's STUDY_ID with it and refuses any other.",
             "pay_per_judgment_cents": "Pay per accepted judgment, in US cents.",

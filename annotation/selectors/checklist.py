@@ -183,6 +183,10 @@ def _panel_item(study: Study) -> ChecklistItem:
         detail += f", partial code {study.partial_completion_code}"
     else:
         detail += "; no partial code: a worker who stops early gets no code"
+    if study.screened_out_code:
+        detail += f", screened-out code {study.screened_out_code}"
+    else:
+        detail += "; no screened-out code: a blocked worker gets only the link back"
     return ChecklistItem(
         key="prolific",
         label="Prolific fields filled",

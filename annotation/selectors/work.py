@@ -11,6 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from uuid import UUID
 
+from django.db import connection
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -59,6 +60,59 @@ def worker_held_until(*, worker: Worker) -> datetime | None:
         .values_list("expires_at", flat=True)
         .first()
     )
+
+
+@dataclass(frozen=True)
+class HeldElsewhere:
+    """Pairs a worker could still take once others' reservations on them run out.
+
+    `pairs`: regular pairs this worker never had whose submitted judgments are under the
+    overlap; `frees_at`: when the first reservation on one of them expires (None when none is
+    held: a slot is free now).
+    """
+
+    pairs: int
+    frees_at: datetime | None
+
+
+_HELD_ELSEWHERE = """
+SELECT count(*), min(t.frees_at)
+FROM annotation_pair p
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE a.status = 'submitted') AS submitted,
+           min(a.expires_at) FILTER (WHERE a.status = 'reserved' AND a.expires_at > %(now)s)
+               AS frees_at
+    FROM annotation_assignment a WHERE a.pair_id = p.id
+) t
+WHERE p.study_id = %(study)s AND NOT p.is_gold AND t.submitted < %(overlap)s
+  AND NOT EXISTS (SELECT 1 FROM annotation_assignment m
+                  WHERE m.pair_id = p.id AND m.worker_id = %(worker)s)
+"""
+
+
+def worker_pairs_held_elsewhere(*, worker: Worker) -> HeldElsewhere:
+    """The regular pairs this worker could still take, though a claim found none free now.
+
+    A claim that finds nothing counts live reservations as taken slots; this read counts only
+    submitted judgments, so what it finds is held by other workers (or freed in between). Read
+    only when a claim came back empty, never on the per-item path. A worker who is done,
+    returned or blocked takes no more pairs: none for them.
+    """
+    if worker.state not in (Worker.State.ACTIVE, Worker.State.WARNED):
+        return HeldElsewhere(pairs=0, frees_at=None)
+    study = worker.study
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HELD_ELSEWHERE,
+            {
+                "now": timezone.now(),
+                "study": study.pk,
+                "overlap": study.overlap,
+                "worker": worker.pk,
+            },
+        )
+        pairs, frees_at = cursor.fetchone()
+    return HeldElsewhere(pairs=pairs, frees_at=frees_at)
 
 
 def worker_gold_score(*, worker: Worker) -> GoldScore:

@@ -131,7 +131,7 @@ class _Pass:
     wait_for: int | None = None
 
 
-_BLOCKED_MESSAGE = (
+BLOCKED_MESSAGE = (
     "You can't take more items in this study: too many check questions were answered "
     "incorrectly, or a researcher stopped your session after review. Thank you for your time; "
     "the work you already submitted is recorded."
@@ -163,7 +163,7 @@ def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
     if outcome == "not_live":
         raise StudyNotOpen("This study is not taking judgments at the moment.")
     if outcome == "blocked":
-        raise WorkerBlocked(_BLOCKED_MESSAGE)
+        raise WorkerBlocked(BLOCKED_MESSAGE)
     assignment = None
     if outcome in ("held", "reserved"):
         assignment = Assignment(

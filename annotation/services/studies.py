@@ -58,6 +58,7 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "hourly_floor_cents",
     "completion_code",
     "partial_completion_code",
+    "screened_out_code",
     "completion_url",
     "prolific_study_id",
     "entry_link_required",

@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from annotation.models import Assignment, HumanJudgment, PayEntry, Worker
-from annotation.selectors.work import worker_gold_score
+from annotation.selectors.work import worker_gold_score, worker_pairs_held_elsewhere
 from annotation.services.assignments import assignments_release
 from annotation.services.errors import WorkerExcluded
 
@@ -60,13 +60,16 @@ def worker_finish(*, worker: Worker, out_of_work: bool) -> Worker:
     """Stop working: release reservations and mark the worker done (idempotent).
 
     Only a worker who is active or warned can finish. The finish is full (the full completion
-    code) when the worker reached the study's target or the study had no more work for them
-    (`out_of_work`, from a claim that found nothing); otherwise it is partial (the partial code).
+    code) when the worker reached the study's target, or when the study had no more work for
+    them (`out_of_work`, from a claim that found nothing) and no pair is left that they could
+    still take once others' reservations run out; otherwise it is partial (the partial code).
     A code is shown only when this worker has at least one saved judgment.
     """
     assignments_release(worker=worker)
     done = Assignment.objects.filter(worker=worker, status=Assignment.Status.SUBMITTED).count()
-    full = out_of_work or done >= worker.study.target_per_worker
+    full = done >= worker.study.target_per_worker or (
+        out_of_work and worker_pairs_held_elsewhere(worker=worker).pairs == 0
+    )
     Worker.objects.filter(
         pk=worker.pk, state__in=[Worker.State.ACTIVE, Worker.State.WARNED]
     ).update(state=Worker.State.DONE, completed_at=timezone.now(), finished_full=full)
@@ -82,6 +85,13 @@ def worker_completion_code(*, worker: Worker) -> str:
         return ""
     study = worker.study
     return study.completion_code if worker.finished_full else study.partial_completion_code
+
+
+def worker_screened_out_code(*, worker: Worker) -> str:
+    """The screened-out code of a blocked worker (empty when not blocked or the study has none)."""
+    if worker.state != Worker.State.BLOCKED:
+        return ""
+    return worker.study.screened_out_code
 
 
 @transaction.atomic

@@ -30,14 +30,16 @@ from annotation.panels import panel_get
 from annotation.rendering import markdown_render_safe
 from annotation.selectors.work import (
     HeldAssignment,
+    HeldElsewhere,
     Progress,
     assignment_get_for_worker,
     work_item_build,
     worker_get_in_study,
     worker_held_until,
+    worker_pairs_held_elsewhere,
     worker_progress,
 )
-from annotation.services.assignments import assignment_claim
+from annotation.services.assignments import BLOCKED_MESSAGE, Claimed, assignment_claim
 from annotation.services.entry import (
     client_make,
     entry_admit,
@@ -191,13 +193,15 @@ class NextView(WorkerView):
         try:
             claimed = assignment_claim(worker=self.worker)
         except WorkerBlocked as exc:
-            return render(
-                request, "annotation/work/blocked.html", {"message": exc.message}, status=403
-            )
+            return blocked_page(request, study=self.study, worker=self.worker, message=exc.message)
         except StudyNotOpen as exc:
             return render(request, "annotation/work/no_work.html", {"message": exc.message})
         if claimed.assignment is not None:
             return redirect("work:item", slug=slug, public_id=claimed.assignment.public_id)
+        if claimed.done < claimed.target:
+            held = worker_pairs_held_elsewhere(worker=self.worker)
+            if held.pairs:
+                return wait_page(request, study=self.study, claimed=claimed, held=held)
         if claimed.done > 0:
             worker_finish(worker=self.worker, out_of_work=True)
             return redirect("work:done", slug=slug)
@@ -206,6 +210,49 @@ class NextView(WorkerView):
             "annotation/work/no_work.html",
             {"message": "There is no work available in this study right now."},
         )
+
+
+# The waiting page checks again after the first of the others' reservations should have run out,
+# within these bounds (seconds).
+WAIT_RECHECK_MIN, WAIT_RECHECK_MAX = 10, 120
+
+
+def wait_page(
+    request: HttpRequest, *, study: Study, claimed: Claimed, held: HeldElsewhere
+) -> HttpResponse:
+    """Items are left but held by other workers: come back in a few minutes (no code yet)."""
+    seconds = WAIT_RECHECK_MIN
+    if held.frees_at is not None:
+        seconds = int((held.frees_at - timezone.now()).total_seconds()) + 2
+    minutes = -(-seconds // 60) if held.frees_at is not None else 0
+    return render(
+        request,
+        "annotation/work/wait.html",
+        {
+            "study": study,
+            "progress": Progress(done=claimed.done, target=claimed.target),
+            "recheck_seconds": min(WAIT_RECHECK_MAX, max(WAIT_RECHECK_MIN, seconds)),
+            "frees_in_minutes": minutes,
+        },
+    )
+
+
+def blocked_page(
+    request: HttpRequest, *, study: Study, worker: Worker, message: str
+) -> HttpResponse:
+    """No more items for a blocked worker: the study's screened-out code and the way back."""
+    code = study.screened_out_code
+    panel = panel_get(worker.panel)
+    return render(
+        request,
+        "annotation/work/blocked.html",
+        {
+            "message": message,
+            "screened_out_code": code,
+            "completion_url": panel.completion_url(study=study, code=code) if panel else "",
+        },
+        status=403,
+    )
 
 
 def _item_context(
@@ -344,6 +391,10 @@ class DoneView(WorkerView):
             Worker.State.RETURNED,
         ):
             return redirect("work:next", slug=slug)
+        if self.worker.state == Worker.State.BLOCKED:
+            return blocked_page(
+                request, study=self.study, worker=self.worker, message=BLOCKED_MESSAGE
+            )
         progress = worker_progress(worker=self.worker)
         earned = progress.done > 0 and self.worker.state == Worker.State.DONE
         code = worker_completion_code(worker=self.worker)

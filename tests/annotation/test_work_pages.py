@@ -240,9 +240,13 @@ def test_a_worker_arriving_with_no_work_left_gets_no_code(client: Client, study:
     enter_and_consent(client, study, "PID1")
     response = client.get(f"/work/{study.slug}/")
     assert response.status_code == 200
-    assert b"No work available" in response.content
+    # Every pair is held by someone else, not finished: come back later, no code.
+    assert b"Come back in a few minutes" in response.content
     assert b"C0DE42" not in response.content
     assert b"C0DE42" not in client.get(f"/work/{study.slug}/done/", follow=True).content
+    Assignment.objects.filter(study=study).update(status=Assignment.Status.SUBMITTED)
+    response = client.get(f"/work/{study.slug}/")
+    assert b"No work available" in response.content and b"C0DE42" not in response.content
 
 
 def test_a_blocked_worker_is_stopped_with_a_clear_page(client: Client, study: Study) -> None:
