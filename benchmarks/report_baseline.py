@@ -28,15 +28,14 @@ from leaderboard.report import position_bias as position_bias_section
 from leaderboard.report.agreement import FleissResult, Kappa, WeightedKappa
 from leaderboard.report.base import ReportData
 from leaderboard.report.per_category import CategoryRow, JudgeCorrelation, PerCategoryResult
-from leaderboard.report.position_bias import JudgeBias
+from leaderboard.report.position_bias import JudgeBias, ShareFn
 from leaderboard.stats import pairwise
 from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
-from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.bias import position_bias
 from leaderboard.stats.correlation import correlation
 from leaderboard.stats.likert import preference_sign
 from leaderboard.stats.majority import LABELS, people_majority
 from leaderboard.stats.pairwise import AgreementInterval, Level
-from leaderboard.stats.proportion import wilson_interval
 
 _COLUMNS = ["key", "agree_s1", "total_s1", "agree_s2", "total_s2"]
 
@@ -182,7 +181,7 @@ def _battles(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     )
 
 
-def judge_position_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
+def judge_position_bias(calls: pd.DataFrame, confidence: float, share: ShareFn) -> JudgeBias:
     ordered = calls[calls["order"].isin(["ab", "ba"])]
     shown = ordered.dropna(subset=["likert_shown"])
     histogram = None
@@ -192,16 +191,17 @@ def judge_position_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
         ).histogram
     decisive = ordered[ordered["label"] != "tie"]
     first_label = np.where(decisive["order"] == "ab", "A", "B")
-    first = int((decisive["label"].to_numpy() == first_label).sum())
+    first = decisive["label"].to_numpy() == first_label
     wide = ordered.pivot_table(
         index="pair_id", columns="order", values="label", aggfunc="first"
     ).dropna()
     flips = None
     if {"ab", "ba"} <= set(wide.columns) and len(wide):
-        flips = flip_rate(wide["ab"].to_numpy(), wide["ba"].to_numpy(), confidence=confidence)
+        flipped = wide["ab"].to_numpy() != wide["ba"].to_numpy()
+        flips = share(flipped, wide.index.to_numpy(dtype=np.int64), "pair in both orders")
     return JudgeBias(
         histogram=histogram,
-        prefers_first=wilson_interval(first, len(decisive), confidence),
+        prefers_first=share(first, decisive["pair_id"].to_numpy(dtype=np.int64), "decisive call"),
         flip_rate=flips,
         calls_with_order=len(ordered),
     )

@@ -23,10 +23,12 @@ from functools import cache
 from typing import Any, ClassVar, Generic, Literal, TypeVar, Union
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
+from leaderboard.stats.bootstrap import ClusterProportion, cluster_share
 
 HUMAN = "human"
 R = TypeVar("R")
@@ -252,6 +254,52 @@ def from_json(tp: Any, data: Any) -> Any:
     if tp is int:
         return int(data)
     return data
+
+
+def prompt_clusters(data: ReportData, pair_ids: npt.ArrayLike) -> npt.NDArray[np.int64] | None:
+    """The prompt of each pair id, as a bootstrap over prompts draws them; None when the report
+    resamples votes (``params.resample == "vote"``: every unit its own cluster). A pair outside
+    the report's pairs is a cluster of its own (its negated id)."""
+    if data.params.resample != "prompt":
+        return None
+    ids = np.asarray(pair_ids, dtype=np.int64)
+    pairs = data.votes.pairs
+    at = pd.Index(pairs["pair_id"].to_numpy(dtype=np.int64)).get_indexer(ids)
+    prompts = pairs["prompt_id"].to_numpy(dtype=np.int64)[np.maximum(at, 0)] if ids.size else ids
+    return np.where(at >= 0, prompts, -ids - 1)
+
+
+def share_over_prompts(
+    data: ReportData,
+    counts: npt.ArrayLike,
+    pair_ids: npt.ArrayLike,
+    *,
+    unit: str,
+    totals: npt.ArrayLike | None = None,
+) -> ClusterProportion:
+    """The share sum(counts) / sum(totals) over units on pairs (votes, calls, judgments), with
+    the report's bootstrap interval: a round draws prompts with replacement and takes all their
+    units (:func:`leaderboard.stats.bootstrap.cluster_share`), since the votes on one prompt
+    share its difficulty and are not independent; with ``params.resample == "vote"`` it draws
+    the units themselves. ``totals`` defaults to 1 per unit. Seed and confidence are the
+    report's; the rounds ``params.ci_rounds``, cut to BT_PROMPT_DRAWS_BUDGET draws (never below
+    MIN_ROUNDS) and stated in the result. The result says its ``unit`` and what a round drew
+    (``resampled``: "prompt", or the unit)."""
+    hit = np.asarray(counts, dtype=np.float64)
+    size = np.ones_like(hit) if totals is None else np.asarray(totals, dtype=np.float64)
+    clusters = prompt_clusters(data, pair_ids)
+    drawn = hit.size if clusters is None else len(np.unique(clusters))
+    params = data.params
+    return cluster_share(
+        hit,
+        size,
+        clusters,
+        unit=unit,
+        resampled=unit if clusters is None else "prompt",
+        rounds=rounds_within(params.ci_rounds, drawn, BT_PROMPT_DRAWS_BUDGET),
+        seed=params.seed,
+        confidence=params.confidence,
+    )
 
 
 def rate_or_none(agree: int, total: int) -> float | None:

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
-from leaderboard.stats.proportion import wilson_interval
+from leaderboard.report.gold import ACCURACY_COLUMNS, Accuracy, accuracy_cells, accuracy_of
 from rankeval.ndcg import ndcg_at_k
 
 GOLD_KINDS = ("first_vs_second", "first_vs_last")
@@ -22,8 +21,12 @@ DEFINITION = (
     "upvotes (more = better), as gold pairs are chosen. first_vs_second: the pair of the first and "
     "second answers in that order, first_vs_last: of the first and last, when the first is "
     "strictly better; gold pairs count by their gold kind and side, any other pair of those two "
-    "answers counts too. A vote is correct when it names the better answer; a tie is never "
-    "correct. People: every vote (votes) and each pair's majority label (majority)."
+    "answers counts too. A vote is correct when it names the better answer. Ties, two rules, both "
+    "shown: the accuracy counts a tie as wrong (strict), ties_half as half correct (the rule of "
+    "AdvisorQA's Table 3 and of the advisorqa_table3 section, so the two agree on the same "
+    "votes). People: every vote (votes) and each pair's majority label (majority). Intervals: "
+    "a bootstrap over prompts (every vote or majority of a drawn prompt; interval unit: prompt), "
+    "since votes on one prompt's pairs are not independent."
 )
 NDCG_DEFINITION = (
     "Per prompt with a gold order: the source ranks the answers it judged by their share of "
@@ -34,19 +37,6 @@ NDCG_DEFINITION = (
     "share the mean discount of the positions they span (McSherry & Najork 2008). Averaged over "
     "the prompts where the source ranks two or more answers."
 )
-
-
-@dataclass(frozen=True)
-class Accuracy:
-    """A Wilson share of correct votes, with the ties (never correct) counted apart."""
-
-    count: int
-    total: int
-    share: float | None
-    lower: float | None
-    upper: float | None
-    confidence: float
-    ties: int
 
 
 @dataclass(frozen=True)
@@ -125,11 +115,6 @@ def gold_pair_kinds(
     return pd.DataFrame(rows, columns=["pair_id", "kind", "side"])
 
 
-def _accuracy(labels: npt.NDArray[Any], sides: npt.NDArray[Any], confidence: float) -> Accuracy:
-    share = wilson_interval(int((labels == sides).sum()), int(labels.size), confidence)
-    return Accuracy(**vars(share), ties=int((labels == "tie").sum()))
-
-
 def _depth_key(k: int | None) -> str:
     return "at_all" if k is None else f"at_{k}"
 
@@ -181,7 +166,7 @@ def _ndcg_source(scores: pd.Series, orders: dict[int, pd.DataFrame], ranking: st
 def gold_order_compute(data: ReportData) -> GoldOrderResult:
     """Accuracy on first-vs-second and first-vs-last pairs, and NDCG of each source's ranking of
     a prompt's answers against the gold order (AdvisorQA, Kim et al. 2024, Table 3)."""
-    votes, extras, confidence = data.votes, data.extras, data.params.confidence
+    votes, extras = data.votes, data.extras
     orders = gold_orders(extras.answers)
     kinds = gold_pair_kinds(pairs=votes.pairs, lengths=extras.lengths, orders=orders)
     frames, majority = data.frames, data.majority
@@ -191,18 +176,22 @@ def gold_order_compute(data: ReportData) -> GoldOrderResult:
         for kind in GOLD_KINDS:
             side_of = kinds[kinds["kind"] == kind].set_index("pair_id")["side"]
             mine = frame.iloc[:0] if side_of.empty else frame[frame["pair_id"].isin(side_of.index)]
-            on_votes = _accuracy(
+            on_votes = accuracy_of(
+                data,
                 mine["label"].to_numpy(dtype=object),
                 side_of.reindex(mine["pair_id"]).to_numpy(dtype=object),
-                confidence,
+                mine["pair_id"].to_numpy(dtype=np.int64),
+                "vote",
             )
             on_majority = None
             if name == HUMAN:
                 held = majority.index.intersection(side_of.index)
-                on_majority = _accuracy(
+                on_majority = accuracy_of(
+                    data,
                     majority.loc[held].to_numpy(dtype=object),
                     side_of.loc[held].to_numpy(dtype=object),
-                    confidence,
+                    held.to_numpy(dtype=np.int64),
+                    "pair majority",
                 )
             accuracy[name][kind] = AccuracyCell(on_votes, on_majority)
     prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
@@ -254,9 +243,7 @@ class GoldOrderSection(Section[GoldOrderResult]):
                 for level, acc in (("votes", cell.votes), ("majority", cell.majority)):
                     if acc is None:
                         continue
-                    rows.append(
-                        (source, kind, level, acc.share, acc.lower, acc.upper, acc.total, acc.ties)
-                    )
+                    rows.append((source, kind, level, *accuracy_cells(acc)))
         ndcg_rows = []
         for source in context.sources:
             entry = result.ndcg.sources[source]
@@ -269,7 +256,7 @@ class GoldOrderSection(Section[GoldOrderResult]):
             Table(
                 "gold-order-accuracy",
                 "Accuracy against the gold order (first vs second, first vs last)",
-                ("source", "pairs", "level", "accuracy", "lower", "upper", "judged", "ties"),
+                ("source", "pairs", "level", *ACCURACY_COLUMNS),
                 tuple(rows) if has_pairs else (),
                 note=result.definition,
             ),
@@ -285,7 +272,7 @@ class GoldOrderSection(Section[GoldOrderResult]):
     def plots(self, result: GoldOrderResult, context: RenderContext) -> list[Plot]:
         if not any(result.pairs.values()):
             return []
-        title = "Accuracy against the gold order (votes)"
+        title = "Accuracy against the gold order (votes; strict: a tie is wrong)"
         series = []
         for source in context.sources:
             cells = [result.accuracy[source][k].votes for k in result.kinds]

@@ -9,16 +9,24 @@ import numpy as np
 import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
-from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
-from leaderboard.stats.bias import length_bias
+from leaderboard.report.base import (
+    Plot,
+    RenderContext,
+    ReportData,
+    Section,
+    Table,
+    share_over_prompts,
+)
+from leaderboard.stats.bias import length_bias, prefers_longer
+from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.correlation import Correlation, correlation
-from leaderboard.stats.proportion import Proportion
 
 NO_TEXTS = "no answer texts"
 DEFINITION = (
     "Length of an answer: characters of its text at the judged turn. prefers_longer: among votes "
     "on pairs where both answers have text and differ in length, and that are not ties, the share "
-    "naming the longer answer (Wilson interval). correlation_preference: Spearman between "
+    "naming the longer answer, with a bootstrap interval over prompts (every vote of a drawn "
+    "prompt; interval unit: prompt). correlation_preference: Spearman between "
     "len(B) - len(A) and the vote (A = -1, tie = 0, B = +1), ties included; correlation_likert: "
     "Spearman between len(B) - len(A) and the canonical Likert score (8 = B much better). "
     "Positive means longer answers are preferred."
@@ -33,7 +41,7 @@ NO_TEXTS_NOTE = (
 class SourceLength:
     votes: int
     ties: int
-    prefers_longer: Proportion
+    prefers_longer: ClusterProportion
     correlation_preference: Correlation
     correlation_likert: Correlation
 
@@ -47,7 +55,8 @@ class LengthBiasResult:
     sources: dict[str, SourceLength | None]
 
 
-def _source(frame: pd.DataFrame, lengths: pd.DataFrame, confidence: float) -> SourceLength:
+def _source(data: ReportData, frame: pd.DataFrame, lengths: pd.DataFrame) -> SourceLength:
+    confidence = data.params.confidence
     merged = frame[["pair_id", "label", "likert"]].merge(
         lengths[["pair_id", "len_a", "len_b"]], on="pair_id", how="inner"
     )
@@ -58,12 +67,18 @@ def _source(frame: pd.DataFrame, lengths: pd.DataFrame, confidence: float) -> So
         merged["label"],
         confidence=confidence,
     )
+    decisive, longer = prefers_longer(
+        merged["len_a"].to_numpy(), merged["len_b"].to_numpy(), merged["label"]
+    )
+    pair_ids = merged["pair_id"].to_numpy(dtype=np.int64)
     diff = (merged["len_b"] - merged["len_a"]).to_numpy(dtype=np.float64)
     likert = merged["likert"].astype("float64").to_numpy()
     return SourceLength(
         votes=len(merged),
         ties=int((merged["label"] == "tie").sum()),
-        prefers_longer=bias.prefers_longer,
+        prefers_longer=share_over_prompts(
+            data, longer[decisive], pair_ids[decisive], unit="decisive vote"
+        ),
         correlation_preference=bias.correlation,
         correlation_likert=correlation(diff, likert, "spearman", confidence=confidence),
     )
@@ -74,14 +89,13 @@ def length_bias_compute(data: ReportData) -> LengthBiasResult:
     lengths = data.extras.lengths
     with_text = lengths[(lengths["len_a"] > 0) & (lengths["len_b"] > 0)]
     has_texts = not with_text.empty
-    confidence = data.params.confidence
     return LengthBiasResult(
         has_answer_texts=has_texts,
         status=None if has_texts else NO_TEXTS,
         pairs_with_texts=len(with_text),
         definition=DEFINITION,
         sources={
-            name: _source(frame, with_text, confidence) if has_texts else None
+            name: _source(data, frame, with_text) if has_texts else None
             for name, frame in data.frames.items()
         },
     )
@@ -101,7 +115,7 @@ class LengthBiasSection(Section[LengthBiasResult]):
         for source in context.sources:
             entry = result.sources.get(source)
             if entry is None:
-                rows.append((source, result.status or "no votes", *([None] * 6)))
+                rows.append((source, result.status or "no votes", *([None] * 7)))
                 continue
             longer = entry.prefers_longer
             rows.append(
@@ -114,6 +128,7 @@ class LengthBiasSection(Section[LengthBiasResult]):
                     longer.total,
                     entry.correlation_preference.estimate,
                     entry.correlation_likert.estimate,
+                    longer.resampled,
                 )
             )
         return [
@@ -129,6 +144,7 @@ class LengthBiasSection(Section[LengthBiasResult]):
                     "decisive votes with a length gap",
                     "spearman (vote vs length gap)",
                     "spearman (Likert vs length gap)",
+                    "interval unit",
                 ),
                 tuple(rows),
                 note=result.definition if result.has_answer_texts else NO_TEXTS_NOTE,

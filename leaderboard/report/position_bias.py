@@ -4,11 +4,12 @@ histogram of shown Likert scores; Zheng et al. 2023, section 3.3, for the flip r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from django.utils.text import slugify
 
@@ -22,9 +23,12 @@ from leaderboard.report.base import (
     Section,
     Table,
     from_json,
+    share_over_prompts,
     to_json,
 )
-from leaderboard.stats.bias import flip_rate, position_bias
+from leaderboard.stats.bias import flips as flips_of
+from leaderboard.stats.bias import position_bias
+from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.mtbench import CALL_ORDERS
 from leaderboard.stats.proportion import Proportion, wilson_interval
@@ -43,27 +47,38 @@ ORDER_INVARIANT_NOTE = (
 )
 
 
+INTERVAL_NOTE = (
+    "Intervals (prefers first shown, flip rate): a bootstrap over prompts, every vote, call or "
+    "pair of a drawn prompt (interval unit: prompt), since the votes on one prompt are not "
+    "independent."
+)
 MARKED_NOTE = (
     "Marked inconsistent: for imported verdicts, the share the source itself marked "
     '"inconsistent" (its two orders disagreed, as in MT-Bench\'s GPT-4 pair verdicts).'
 )
 
 
+# The share of a run's hits (one per vote, call or pair, with its pair id) with its interval:
+# the report's bootstrap over prompts (leaderboard.report.base.share_over_prompts).
+ShareFn = Callable[[npt.NDArray[Any], npt.NDArray[np.int64], str], ClusterProportion]
+
+
 @dataclass(frozen=True)
 class HumanBias:
     histogram: dict[int, int] | None
-    prefers_first: Proportion
+    prefers_first: ClusterProportion
     judgments_with_order: int
 
 
 @dataclass(frozen=True)
 class JudgeBias:
     histogram: dict[int, int] | None
-    prefers_first: Proportion
-    flip_rate: Proportion | None
+    prefers_first: ClusterProportion
+    flip_rate: ClusterProportion | None
     calls_with_order: int
     # Imported verdicts only: the share the source itself marked "inconsistent" (its two orders
-    # disagreed; MT-Bench's GPT-4 pair verdicts), of those with a verdict label.
+    # disagreed; MT-Bench's GPT-4 pair verdicts), of those with a verdict label. Wilson over
+    # the verdicts: the import keeps only the run's two counts, not which pairs they were.
     inconsistent: Proportion | None = None
     # A reward model scores each answer alone: its verdict cannot depend on the order shown.
     order_invariant: bool = False
@@ -75,7 +90,7 @@ class PositionBiasResult:
     judges: dict[str, JudgeBias]
 
 
-def _human_bias(human: pd.DataFrame, confidence: float) -> HumanBias:
+def _human_bias(human: pd.DataFrame, confidence: float, share: ShareFn) -> HumanBias:
     """People's position bias: shown scores and the share choosing the answer shown first."""
     shown = human.dropna(subset=["likert_shown"])
     histogram = None
@@ -84,15 +99,15 @@ def _human_bias(human: pd.DataFrame, confidence: float) -> HumanBias:
             shown["likert_shown"].astype(int).to_numpy(), confidence=confidence
         ).histogram
     known = human[human["shown_first"].notna() & (human["label"] != "tie")]
-    first = int((known["label"] == known["shown_first"]).sum())
+    first = (known["label"] == known["shown_first"]).to_numpy(dtype=bool)
     return HumanBias(
         histogram=histogram,
-        prefers_first=wilson_interval(first, len(known), confidence),
+        prefers_first=share(first, known["pair_id"].to_numpy(dtype=np.int64), "decisive vote"),
         judgments_with_order=int(human["shown_first"].notna().sum()),
     )
 
 
-def _judge_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
+def _judge_bias(calls: pd.DataFrame, confidence: float, share: ShareFn) -> JudgeBias:
     """Position bias of one judge run from its calls: the histogram of shown scores, the share
     of decisive verdicts for the answer shown first, and the flip rate over the pairs judged in
     both orders (each order's first verdict on the pair, in the calls' order). Works on the codes
@@ -109,7 +124,8 @@ def _judge_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
     # Not a tie (a missing label counts, and never for the first answer); the first-shown answer
     # is A (code 0) in order "ab" (0) and B (1) in "ba" (1).
     decisive = one_order & (label != LABELS.index("tie"))
-    first = int((decisive & (label == order)).sum())
+    pair_ids = calls["pair_id"].to_numpy(dtype=np.int64)
+    first = (label == order)[decisive]
     # Each (pair, order)'s first labelled call, in the calls' order: a stable sort by pair and
     # order (a no-op on calls in calls_sort's order), then the first row of each run of keys.
     labelled = np.flatnonzero(one_order & (label >= 0))
@@ -125,12 +141,11 @@ def _judge_bias(calls: pd.DataFrame, confidence: float) -> JudgeBias:
     flips = None
     if both.any():
         names = np.array(LABELS)
-        flips = flip_rate(
-            names[head_label[:-1][both]], names[head_label[1:][both]], confidence=confidence
-        )
+        flipped = flips_of(names[head_label[:-1][both]], names[head_label[1:][both]])
+        flips = share(flipped, key[:-1][both] // 2, "pair in both orders")
     return JudgeBias(
         histogram=histogram,
-        prefers_first=wilson_interval(first, int(decisive.sum()), confidence),
+        prefers_first=share(first, pair_ids[decisive], "decisive call"),
         flip_rate=flips,
         calls_with_order=int(one_order.sum()),
     )
@@ -162,16 +177,27 @@ class PositionBiasSection(Section[PositionBiasResult]):
         confidence = data.params.confidence
         marked = data.extras.inconsistent.set_index("run_id")
         judges = {}
+
+        def share(
+            hits: npt.NDArray[Any], pair_ids: npt.NDArray[np.int64], unit: str
+        ) -> ClusterProportion:
+            return share_over_prompts(data, hits, pair_ids, unit=unit)
+
         for s in data.votes.sources:
             bias = _order_invariant(
-                _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence), s.judge_kind
+                _judge_bias(rows_of_run(data.votes.calls, s.run_id), confidence, share),
+                s.judge_kind,
             )
             if s.run_id in marked.index:
                 row = marked.loc[s.run_id]
-                share = wilson_interval(int(row["inconsistent"]), int(row["labelled"]), confidence)
-                bias = dataclasses.replace(bias, inconsistent=share)
+                marked_share = wilson_interval(
+                    int(row["inconsistent"]), int(row["labelled"]), confidence
+                )
+                bias = dataclasses.replace(bias, inconsistent=marked_share)
             judges[s.name] = bias
-        return PositionBiasResult(human=_human_bias(data.votes.human, confidence), judges=judges)
+        return PositionBiasResult(
+            human=_human_bias(data.votes.human, confidence, share), judges=judges
+        )
 
     def dump(self, result: PositionBiasResult) -> dict[str, Any]:
         return {self.key: {HUMAN: to_json(result.human), **to_json(result.judges)}}
@@ -190,7 +216,7 @@ class PositionBiasSection(Section[PositionBiasResult]):
                 judge = result.judges[source]
                 first, flips, marked = judge.prefers_first, judge.flip_rate, judge.inconsistent
                 if judge.order_invariant:
-                    rows.append((source, ORDER_INVARIANT, *([None] * 7)))
+                    rows.append((source, ORDER_INVARIANT, *([None] * 8)))
                     continue
             assert first is not None
             rows.append(
@@ -204,6 +230,7 @@ class PositionBiasSection(Section[PositionBiasResult]):
                     flips.total if flips else None,
                     marked.share if marked else None,
                     marked.total if marked else None,
+                    first.resampled,
                 )
             )
         return rows
@@ -224,11 +251,13 @@ class PositionBiasSection(Section[PositionBiasResult]):
                     "pairs in both orders",
                     "marked inconsistent: share",
                     "imported verdicts",
+                    "interval unit",
                 ),
                 tuple(self._rows(result, context)),
                 note=" ".join(
                     part
                     for part in (
+                        INTERVAL_NOTE,
                         "" if any(histograms) else NO_HISTOGRAM,
                         ORDER_INVARIANT_NOTE
                         if any(j.order_invariant for j in result.judges.values())

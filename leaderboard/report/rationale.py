@@ -6,14 +6,21 @@ in a follow-up study of two judge runs' disagreements, split by which run voted 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
-from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
+from leaderboard.report.base import (
+    Plot,
+    RenderContext,
+    ReportData,
+    Section,
+    Table,
+    share_over_prompts,
+)
 from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
 
 DEFINITION = (
@@ -21,10 +28,11 @@ DEFINITION = (
     "share = count / judgments, share_of_mentions = count / all citations. Judge disagreement: "
     "for judges X and Y, the pairs where their votes differ and the people's majority (a unique "
     "most common label, A or B) equals X's vote; the values are those cited by the people who "
-    "voted with the majority. Follow-up split (a follow-up study of two judge runs' "
-    "disagreements): the judgments on the pairs where the first run voted the better answer "
-    "shown, on those where the second did, and on those where neither did (one voted a tie, the "
-    "other the worse answer)."
+    "voted with the majority. Each share's interval: a bootstrap over prompts (every judgment "
+    "of a drawn prompt; interval unit: prompt). Follow-up split (a follow-up study of two "
+    "judge runs' disagreements): the judgments on the pairs where the first run voted the "
+    "better answer shown, on those where the second did, and on those where neither did (one "
+    "voted a tie, the other the worse answer)."
 )
 GROUP_TEXT = {
     "first": "{first} voted the better answer",
@@ -39,6 +47,9 @@ class ValueShare:
     count: int
     share: float | None
     share_of_mentions: float | None
+    # The interval of `share`: a bootstrap over prompts (None with fewer than two prompts).
+    lower: float | None = None
+    upper: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,11 @@ class Distribution:
     judgments: int
     unknown_mentions: int
     values: list[ValueShare]
+    # What an interval's bootstrap round drew ("prompt", or "judgment" when the report
+    # resamples votes), how many of them, and the rounds.
+    interval_unit: str = ""
+    clusters: int = 0
+    rounds: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,22 +104,40 @@ class RationaleResult:
     followup: FollowupSplit | None = None
 
 
-def distribution(selections: Iterable[Sequence[str]]) -> Distribution:
-    """How often each of the seven values is cited; unknown keys are counted and left out."""
+def distribution(data: ReportData, rows: pd.DataFrame) -> Distribution:
+    """How often each of the seven values is cited in the judgments ``rows`` (columns
+    ``values`` and ``pair_id``); unknown keys are counted and left out. Each value's share has
+    the report's interval over prompts (:func:`leaderboard.report.base.share_over_prompts`):
+    a judgment's citations are not independent of the other judgments on its prompt."""
     kept: list[list[str]] = []
     unknown = 0
-    for selection in selections:
+    for selection in rows["values"]:
         known = [v for v in selection if v in SEVEN_VALUES]
         unknown += len(set(selection)) - len(set(known))
         kept.append(known)
     table = rationale_distribution(kept)
+    pair_ids = rows["pair_id"].to_numpy(dtype=np.int64)
+    shares: list[ValueShare] = []
+    unit, clusters, rounds = "", 0, 0
+    for row in table.itertuples(index=False):
+        lower = upper = None
+        if kept:
+            hits = np.array([row.value in selection for selection in kept], dtype=bool)
+            interval = share_over_prompts(data, hits, pair_ids, unit="judgment")
+            lower, upper = interval.lower, interval.upper
+            unit, clusters, rounds = interval.resampled, interval.clusters, interval.rounds
+        shares.append(
+            ValueShare(
+                str(row.value), int(row.count), row.share, row.share_of_mentions, lower, upper
+            )
+        )
     return Distribution(
         judgments=len(kept),
         unknown_mentions=unknown,
-        values=[
-            ValueShare(str(row.value), int(row.count), row.share, row.share_of_mentions)
-            for row in table.itertuples(index=False)
-        ],
+        values=shares,
+        interval_unit=unit,
+        clusters=clusters,
+        rounds=rounds,
     )
 
 
@@ -119,7 +153,7 @@ def followup_split(data: ReportData, values: pd.DataFrame) -> FollowupSplit | No
         ids = pairs.loc[pairs["agreed"] == agreed, "pair_id"]
         if ids.empty:
             continue
-        d = distribution(values[values["pair_id"].isin(ids)]["values"])
+        d = distribution(data, values[values["pair_id"].isin(ids)])
         label = GROUP_TEXT[agreed].format(first=origin.first, second=origin.second)
         groups.append(FollowupGroup(**vars(d), agreed=agreed, label=label, pairs=len(ids)))
     return FollowupSplit(
@@ -140,7 +174,7 @@ def rationale_compute(data: ReportData) -> RationaleResult:
     if not values.empty:
         categories = category_of.reindex(values["pair_id"]).to_numpy()
         for category in sorted(set(categories.tolist())):
-            d = distribution(values[categories == category]["values"])
+            d = distribution(data, values[categories == category])
             by_category.append(CategoryDistribution(**vars(d), category=str(category)))
     majority = data.majority
     judge_votes = {s: data.frames[s].set_index("pair_id")["label"] for s in data.judge_names}
@@ -159,12 +193,12 @@ def rationale_compute(data: ReportData) -> RationaleResult:
         wanted = majority.loc[chosen]
         mine = values[values["pair_id"].isin(chosen)]
         mine = mine[mine["label"].to_numpy() == wanted.reindex(mine["pair_id"]).to_numpy()]
-        d = distribution(mine["values"])
+        d = distribution(data, mine)
         disagreement.append(Disagreement(**vars(d), with_=x, against=y, pairs=len(chosen)))
     return RationaleResult(
         definition=DEFINITION,
         value_keys=list(SEVEN_VALUES),
-        overall=distribution(values["values"]),
+        overall=distribution(data, values),
         by_category=by_category,
         judge_disagreement=disagreement,
         followup=followup_split(data, values),
@@ -172,7 +206,19 @@ def rationale_compute(data: ReportData) -> RationaleResult:
 
 
 def _rows(scope: str, entry: Distribution) -> list[tuple[Any, ...]]:
-    return [(scope, row.value, entry.judgments, row.count, row.share) for row in entry.values]
+    return [
+        (
+            scope,
+            row.value,
+            entry.judgments,
+            row.count,
+            row.share,
+            row.lower,
+            row.upper,
+            entry.interval_unit,
+        )
+        for row in entry.values
+    ]
 
 
 def _shares(name: str, entry: Distribution) -> Series:
@@ -201,7 +247,16 @@ class RationaleSection(Section[RationaleResult]):
             Table(
                 "rationale",
                 "Values cited for the better answer",
-                ("scope", "value", "judgments", "count", "citing share"),
+                (
+                    "scope",
+                    "value",
+                    "judgments",
+                    "count",
+                    "citing share",
+                    "lower",
+                    "upper",
+                    "interval unit",
+                ),
                 tuple(rows) if result.overall.judgments else (),
                 note=result.definition,
             )

@@ -64,10 +64,19 @@ def flip_rate(
 
     ``first_order[i]`` and ``second_order[i]`` are the judge's canonical preferences ("A", "B",
     "tie") on pair ``i`` judged with A first and with B first. Formula: #(first != second) / n,
-    with a Wilson interval (Wilson 1927). A consistent judge flips on none; a judge that always
-    picks the first-shown answer flips on every pair where it is decisive. Source: Zheng et al.
-    (2023), "Judging LLM-as-a-Judge", section 3.3 and Table 2 (position consistency).
+    with a Wilson interval (Wilson 1927), for pairs that are independent; the report's interval
+    resamples prompts over :func:`flips` instead. A consistent judge flips on none; a judge that
+    always picks the first-shown answer flips on every pair where it is decisive. Source: Zheng
+    et al. (2023), "Judging LLM-as-a-Judge", section 3.3 and Table 2 (position consistency).
     """
+    flipped = flips(first_order, second_order)
+    return wilson_interval(int(flipped.sum()), int(flipped.size), confidence)
+
+
+def flips(first_order: npt.ArrayLike, second_order: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Per pair, whether its canonical preference changed when the order was swapped
+    (``first_order[i] != second_order[i]``, :func:`flip_rate`'s hits); labels outside
+    PREFERENCES raise ValueError."""
     first = np.asarray(first_order)
     second = np.asarray(second_order)
     if first.shape != second.shape or first.ndim != 1:
@@ -82,8 +91,7 @@ def flip_rate(
     unknown = set(np.concatenate(found).tolist()) - set(PREFERENCES)
     if unknown:
         raise ValueError(f"preferences must be in {PREFERENCES}; found {sorted(map(str, unknown))}")
-    flipped = int((first != second).sum())
-    return wilson_interval(flipped, int(first.size), confidence)
+    return np.asarray(first != second, dtype=bool)
 
 
 def length_bias(
@@ -97,12 +105,26 @@ def length_bias(
 
     ``preference`` holds canonical "A" / "B" / "tie". Share: among judgments that are decisive
     and whose answers differ in length, #(preferred answer is the longer) / n, with a Wilson
-    interval; an indifferent judge is near 1/2. Correlation: Spearman between ``len_b - len_a``
-    and the signed preference (A = -1, tie = 0, B = +1) over all judgments; positive means
-    longer answers are preferred (:func:`correlation`). Source: verbosity bias in Zheng et al.
-    (2023), section 3.3; Saito et al. (2023), "Verbosity bias in preference labeling by large
-    language models".
+    interval for independent judgments (the report resamples prompts over
+    :func:`prefers_longer`'s hits instead); an indifferent judge is near 1/2. Correlation:
+    Spearman between ``len_b - len_a`` and the signed preference (A = -1, tie = 0, B = +1) over
+    all judgments; positive means longer answers are preferred (:func:`correlation`). Source:
+    verbosity bias in Zheng et al. (2023), section 3.3; Saito et al. (2023), "Verbosity bias in
+    preference labeling by large language models".
     """
+    decisive, longer = prefers_longer(length_a, length_b, preference)
+    share = wilson_interval(int(longer[decisive].sum()), int(decisive.sum()), confidence)
+    diff = np.asarray(length_b, dtype=np.float64) - np.asarray(length_a, dtype=np.float64)
+    sign = preference_sign(preference)
+    return LengthBias(share, correlation(diff, sign, "spearman", confidence=confidence))
+
+
+def prefers_longer(
+    length_a: npt.ArrayLike, length_b: npt.ArrayLike, preference: npt.ArrayLike
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Per judgment, whether it counts (``decisive``: not a tie, answers of different lengths)
+    and whether it prefers the longer answer (``longer``; False where it does not count), the
+    hits of :func:`length_bias`'s share, for an interval over their prompts."""
     la = np.asarray(length_a, dtype=np.float64)
     lb = np.asarray(length_b, dtype=np.float64)
     sign = preference_sign(preference)
@@ -110,6 +132,4 @@ def length_bias(
         raise ValueError("lengths and preferences must be 1-D and of equal length")
     diff = lb - la
     decisive = (sign != 0) & (diff != 0)
-    longer = int((np.sign(diff[decisive]) == sign[decisive]).sum())
-    share = wilson_interval(longer, int(decisive.sum()), confidence)
-    return LengthBias(share, correlation(diff, sign, "spearman", confidence=confidence))
+    return decisive, decisive & (np.sign(diff) == sign)

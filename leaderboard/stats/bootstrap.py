@@ -190,7 +190,8 @@ def cluster_share(
     """Return sum(counts) / sum(totals) with a percentile interval that resamples clusters.
 
     Row r holds ``counts[r]`` hits among ``totals[r]`` units (one vote, or all the triples of one
-    prompt) and belongs to cluster ``clusters[r]`` (None: each row its own cluster). Formula:
+    prompt) and belongs to cluster ``clusters[r]`` (None: each row its own cluster). A count may
+    be fractional (a tie worth half a hit); ``count`` is then the rounded sum. Formula:
     share = sum_r counts_r / sum_r totals_r. Interval: a round draws the C clusters C times with
     replacement and takes every row of each cluster drawn (:func:`cluster_sums` of the
     per-cluster [hits, units]); the round's share is the ratio of its sums, and the interval the
@@ -211,14 +212,18 @@ def cluster_share(
     if clusters is None:
         codes = np.arange(hit.size)
     else:
-        labels = np.asarray(clusters, dtype=object)
+        labels = np.asarray(clusters)
+        # Integer labels (prompt ids) are factorised as numbers: no Python object per row.
+        if labels.dtype.kind not in "iu":
+            labels = np.asarray(clusters, dtype=object)
         if labels.shape != hit.shape:
             raise ValueError("need one cluster per row")
         codes, _ = pd.factorize(labels)
         if (codes < 0).any():
             raise ValueError("a row's cluster is missing (None or NaN)")
     count, total = int(round(hit.sum())), int(round(size.sum()))
-    share = count / total if total else None
+    # The exact ratio: counts may carry halves (a tie counting half a correct vote).
+    share = float(hit.sum() / size.sum()) if total else None
     n_clusters = int(codes.max()) + 1 if codes.size else 0
     rows = np.zeros((n_clusters, 2))
     np.add.at(rows[:, 0], codes, hit)

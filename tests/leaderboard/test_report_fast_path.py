@@ -21,6 +21,7 @@ from benchmarks.report_baseline import baseline
 from leaderboard.report import agreement, position_bias
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from leaderboard.stats.agreement import krippendorff_alpha_from_long
+from leaderboard.stats.bootstrap import ClusterProportion, cluster_proportion
 from leaderboard.stats.majority import people_majority
 from leaderboard.stats.mtbench import calls_sort
 from tests.leaderboard.conftest import run_import, write_jsonl
@@ -111,9 +112,15 @@ def test_judge_position_bias_equals_the_straightforward_one(seed: int, sort: boo
     if sort:
         calls = calls_sort(calls)
 
-    fast = position_bias._judge_bias(calls, 0.95)
+    def share(hits: Any, pair_ids: Any, unit: str) -> ClusterProportion:
+        # Pairs in groups of 7 as the prompts: both must hand over the same hits and pairs.
+        return cluster_proportion(
+            hits, pair_ids // 7, unit=unit, resampled="prompt", rounds=50, seed=seed
+        )
 
-    assert fast == report_baseline.judge_position_bias(calls, 0.95)
+    fast = position_bias._judge_bias(calls, 0.95, share)
+
+    assert fast == report_baseline.judge_position_bias(calls, 0.95, share)
     assert fast.flip_rate is not None and fast.flip_rate.total > 100
 
 

@@ -35,6 +35,7 @@ from leaderboard.services.reports import (
     agreement_report_build,
     agreement_report_snapshot,
 )
+from leaderboard.stats.bootstrap import cluster_proportion
 from rankeval.ndcg import ndcg_at_k
 from tests.conftest import Cast
 from tests.factories import make_assignment
@@ -171,9 +172,22 @@ def test_length_bias_counts_votes_for_the_longer_answer_and_correlates_with_the_
             longer,
             len(decisive),
         )
-        lower, upper = wilson(longer, len(decisive))
-        assert got["prefers_longer"]["lower"] == pytest.approx(lower, abs=1e-9)
-        assert got["prefers_longer"]["upper"] == pytest.approx(upper, abs=1e-9)
+        # The interval resamples the six prompts: the same bootstrap over the hand-made hits.
+        expected_interval = cluster_proportion(
+            [(v.label == "B") == (d > 0) for v, d in decisive],
+            [v.pair.prompt_id for v, _ in decisive],
+            unit="decisive vote",
+            resampled="prompt",
+            rounds=FAST.ci_rounds,
+            seed=FAST.seed,
+        )
+        assert got["prefers_longer"]["unit"] == "decisive vote"
+        assert (got["prefers_longer"]["resampled"], got["prefers_longer"]["clusters"]) == (
+            "prompt",
+            6,
+        )
+        assert got["prefers_longer"]["lower"] == pytest.approx(expected_interval.lower)
+        assert got["prefers_longer"]["upper"] == pytest.approx(expected_interval.upper)
         signs = [{"A": -1, "tie": 0, "B": 1}[v.label] for v in mine]
         expected = stats.spearmanr(diffs, signs).statistic
         assert got["correlation_preference"]["estimate"] == pytest.approx(expected, abs=1e-9)
@@ -213,6 +227,17 @@ def test_rationale_counts_each_value_overall_by_category_and_where_judges_disagr
     assert share["empathy"] == pytest.approx(
         distribution([v.values for v in people])["empathy"] / len(people)
     )
+    assert (section["overall"]["interval_unit"], section["overall"]["clusters"]) == ("prompt", 6)
+    for row in section["overall"]["values"]:
+        interval = cluster_proportion(
+            [row["value"] in v.values for v in people],
+            [v.pair.prompt_id for v in people],
+            unit="judgment",
+            resampled="prompt",
+            rounds=FAST.ci_rounds,
+            seed=FAST.seed,
+        )
+        assert (row["lower"], row["upper"]) == pytest.approx((interval.lower, interval.upper))
     for entry in section["by_category"]:
         mine = [v.values for v in people if v.pair.prompt.category == entry["category"]]
         assert counts_of(entry) == distribution(mine)
@@ -292,8 +317,15 @@ def test_gold_order_accuracy_and_ndcg_match_a_plain_computation(world: World) ->
             mine = [v for v in world.votes if v.source == source and v.pair.pk in wanted]
             right = sum(1 for v in mine if v.label == wanted[v.pair.pk])
             cell = section["accuracy"][source][kind]["votes"]
-            assert (cell["count"], cell["total"]) == (right, len(mine))
-            assert cell["ties"] == sum(1 for v in mine if v.label == "tie")
+            ties = sum(1 for v in mine if v.label == "tie")
+            assert (cell["count"], cell["total"], cell["ties"]) == (right, len(mine), ties)
+            # Both tie rules, labelled: a tie wrong (strict), and half correct (AdvisorQA's).
+            assert cell["share"] == pytest.approx(right / len(mine))
+            assert cell["ties_half"]["share"] == pytest.approx((right + ties / 2) / len(mine))
+            for got in (cell, cell["ties_half"]):
+                assert (got["unit"], got["resampled"], got["clusters"]) == ("vote", "prompt", 6)
+                assert got["method"] == "cluster bootstrap" and got["rounds"] == FAST.ci_rounds
+                assert got["lower"] <= got["share"] <= got["upper"]
         majority_right = 0
         for pair_id, side in wanted.items():
             tally = Counter(
@@ -304,6 +336,7 @@ def test_gold_order_accuracy_and_ndcg_match_a_plain_computation(world: World) ->
             majority_right += label == side
         majority = section["accuracy"]["human"][kind]["majority"]
         assert (majority["count"], majority["total"]) == (majority_right, 6)
+        assert majority["unit"] == "pair majority"
 
     for source in ("human", "judge x", "judge y", "pl scores"):
         per_prompt = {1: [], 3: [], None: []}  # type: dict[int | None, list[float]]

@@ -64,6 +64,10 @@ def test_a_judge_that_changes_its_mind_when_the_order_is_swapped_votes_tie(
     report = agreement_report_build(study=cast.study, params=FAST)
     bias = report["position_bias"]["both orders"]
     assert bias["flip_rate"]["count"] == 1 and bias["flip_rate"]["total"] == 2
+    assert (bias["flip_rate"]["unit"], bias["flip_rate"]["resampled"]) == (
+        "pair in both orders",
+        "prompt",
+    )
     # Three of four decisive calls chose the answer shown first.
     assert (bias["prefers_first"]["count"], bias["prefers_first"]["total"]) == (3, 4)
     assert bias["histogram"]["1"] == 2 and bias["histogram"]["2"] == 1
@@ -111,6 +115,9 @@ def test_gold_accuracy_counts_votes_naming_the_known_better_side(cast: Cast, run
     assert report["gold"]["kinds"] == ["first_vs_last"]
     people = report["gold"]["sources"]["human"]["first_vs_last"]
     assert (people["accuracy"]["count"], people["accuracy"]["total"], people["ties"]) == (1, 2, 1)
+    # One correct vote and one tie: 0.5 with a tie wrong, 0.75 with a tie half correct.
+    assert (people["accuracy"]["share"], people["accuracy"]["ties_half"]["share"]) == (0.5, 0.75)
+    assert (people["accuracy"]["unit"], people["accuracy"]["resampled"]) == ("vote", "prompt")
     judge = report["gold"]["sources"]["both orders"]["first_vs_last"]
     assert (judge["accuracy"]["count"], judge["accuracy"]["total"]) == (0, 1)
 
