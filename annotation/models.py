@@ -371,7 +371,10 @@ class Answer(models.Model):
     """
 
     prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="answers")
-    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="answers")
+    # Looked up through answer_system_id, which leads with the system.
+    system = models.ForeignKey(
+        System, on_delete=models.CASCADE, related_name="answers", db_index=False
+    )
     turns = models.JSONField(default=list, blank=True)
     rank = models.PositiveIntegerField(null=True, blank=True, help_text="1 = best.")
     upvotes = models.IntegerField(null=True, blank=True)
@@ -392,6 +395,11 @@ class Answer(models.Model):
                 fields=["prompt", "system"], name="answer_unique_prompt_system"
             ),
             models.CheckConstraint(condition=Q(rank__gte=1), name="answer_rank_from_1"),
+        ]
+        indexes = [
+            # The data fingerprint's latest answer of a study: one backward step per system of
+            # the study, whatever other studies hold (selectors/snapshots.py in leaderboard).
+            models.Index(fields=["system", "id"], name="answer_system_id"),
         ]
 
     def __str__(self) -> str:
@@ -504,7 +512,8 @@ class Pair(models.Model):
         FIRST_VS_LAST = "first_vs_last", "First vs last ranked"
         FIRST_VS_SECOND = "first_vs_second", "First vs second ranked"
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pairs")
+    # Looked up through pair_study_id and the other indexes that lead with the study.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pairs", db_index=False)
     prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="pairs")
     answer_a = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="pairs_as_a")
     answer_b = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="pairs_as_b")
@@ -559,6 +568,9 @@ class Pair(models.Model):
             ),
         ]
         indexes = [
+            # The data fingerprint's latest pair of a study: one backward step, however many
+            # pairs other studies added after it (selectors/snapshots.py in leaderboard).
+            models.Index(fields=["study", "id"], name="pair_study_id"),
             models.Index(fields=["study", "is_gold"], name="pair_study_gold"),
             models.Index(
                 fields=["study", "is_gold", "shuffle_key"], name="pair_study_gold_shuffle"
@@ -586,7 +598,10 @@ class Worker(models.Model):
         DONE = "done", "Done"
         RETURNED = "returned", "Returned"
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="workers")
+    # Looked up through worker_study_excluded and the constraints below, which lead with it.
+    study = models.ForeignKey(
+        Study, on_delete=models.CASCADE, related_name="workers", db_index=False
+    )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -614,7 +629,6 @@ class Worker(models.Model):
     state_reason = models.TextField(blank=True, help_text="Why the state was last changed.")
     excluded = models.BooleanField(
         default=False,
-        db_index=True,
         help_text="Excluded from analysis and pay (with all their judgments).",
     )
     excluded_at = models.DateTimeField(null=True, blank=True)
@@ -631,6 +645,11 @@ class Worker(models.Model):
                 condition=Q(user__isnull=False),
                 name="worker_unique_user_per_study",
             ),
+        ]
+        indexes = [
+            # The data fingerprint counts a study's excluded workers and reads their latest
+            # exclusion from this, without visiting the others (leaderboard selectors/snapshots).
+            models.Index(fields=["study", "excluded", "excluded_at"], name="worker_study_excluded"),
         ]
 
     def __str__(self) -> str:
@@ -764,7 +783,11 @@ class HumanJudgment(models.Model):
                 name="judgment_live_has_assignment",
             ),
         ]
-        indexes = [models.Index(fields=["study", "pair"], name="judgment_study_pair")]
+        indexes = [
+            models.Index(fields=["study", "pair"], name="judgment_study_pair"),
+            # The data fingerprint's latest judgment of a study in one backward step.
+            models.Index(fields=["study", "id"], name="judgment_study_id"),
+        ]
 
     def __str__(self) -> str:
         return f"judgment {self.pk} on {self.pair_id}"

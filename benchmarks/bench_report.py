@@ -50,8 +50,9 @@ def recreate_database(url: str, name: str, *, drop_only: bool = False) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
-    """Create one study with enough pairs, 1 vote per (pair, rater) and calls in both orders."""
+def fill(*, judgments: int, calls: int, judges: int, seed: int, slug: str = "bench") -> int:
+    """Create one study with enough pairs, 1 vote per (pair, rater) and calls in both orders
+    (its slug `slug`, its judges named after it), and ANALYZE."""
     from django.db import connection
 
     from annotation.models import Study, System
@@ -62,11 +63,11 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
     n_pairs = max(judgments // votes_per_pair, calls // (2 * judges))
     pairs_per_prompt = n_systems * (n_systems - 1) // 2
     n_prompts = -(-n_pairs // pairs_per_prompt)
-    study = Study.objects.create(slug="bench", name="Benchmark study")
+    study = Study.objects.create(slug=slug, name=f"Benchmark study {slug}")
     systems = [System.objects.create(study=study, name=f"system-{i}") for i in range(n_systems)]
     runs = [
         JudgeRun.objects.create(
-            judge=Judge.objects.create(name=f"bench judge {j}", kind=Judge.Kind.LLM),
+            judge=Judge.objects.create(name=f"{slug} judge {j}", kind=Judge.Kind.LLM),
             study=study,
             status=JudgeRun.Status.DONE,
         )
@@ -203,7 +204,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
             'COPY judges_judgecall (run_id, pair_id, "order", status, request, raw_output, '
             "likert_shown, likert, preference, verdict_label, values, parse_error, refusal, "
             "error, tokens_in, tokens_out, cost_usd, model_version_reported, attempts, "
-            "lease_token, unrecorded_requests, created_at) FROM STDIN"
+            "lease_token, unrecorded_requests, attempt_errors, created_at) FROM STDIN"
         ) as copy:
             for run in runs:
                 idx = np.arange(per_run)
@@ -238,6 +239,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int) -> int:
                                 1,
                                 "",
                                 0,
+                                "[]",
                                 "2026-01-01",
                             )
                         )
@@ -358,11 +360,6 @@ def timed_pages(study_id: int, *, repeat: int = 5) -> dict[str, float]:
 
     The baseline in this run is the recompute itself: what a request cost when the page computed
     the report while the researcher waited."""
-    from django.contrib.auth.models import User
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
     from annotation.models import Study
     from leaderboard.services.reports import agreement_report_snapshot
 
@@ -371,6 +368,21 @@ def timed_pages(study_id: int, *, repeat: int = 5) -> dict[str, float]:
     agreement_report_snapshot(study=study, recompute=True)
     recompute = time.perf_counter() - start
     print(f"  recompute with the default parameters (worker, snapshot stored): {recompute:.2f} s")
+    return {"recompute (worker)": recompute, **served_pages(study_id, repeat=repeat)}
+
+
+def served_pages(study_id: int, *, repeat: int = 5) -> dict[str, float]:
+    """Serve the analysis page, the JSON and CSV downloads, a plot and the API of the study's
+    stored snapshot through Django's test client, `repeat` times each; print and return the
+    median time of each, with its statements."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from annotation.models import Study
+
+    study = Study.objects.get(pk=study_id)
     admin = User.objects.filter(username="bench-admin").first() or User.objects.create_superuser(
         "bench-admin", "bench@example.invalid", None
     )
@@ -384,10 +396,13 @@ def timed_pages(study_id: int, *, repeat: int = 5) -> dict[str, float]:
         "plot category-correlation.svg": f"{base}/plots/category-correlation.svg",
         "API report": f"/api/v1/studies/{study.slug}/report/",
     }
-    timings: dict[str, float] = {"recompute (worker)": recompute}
-    print(f"  {'served from the snapshot':<40} {'median':>10} {'statements':>11} {'status':>7}")
+    timings: dict[str, float] = {}
+    print(
+        f"  {'served from the snapshot':<40} {'median':>10} {'statements':>11} {'status':>7} "
+        f"{'slowest statement':>18}"
+    )
     for label, path in targets.items():
-        times, statuses, statements = [], set(), 0
+        times, statuses, statements, slowest = [], set(), 0, []
         for _ in range(repeat):
             with CaptureQueriesContext(connection) as queries:
                 start = time.perf_counter()
@@ -395,9 +410,13 @@ def timed_pages(study_id: int, *, repeat: int = 5) -> dict[str, float]:
                 times.append(time.perf_counter() - start)
             statuses.add(response.status_code)
             statements = len(queries)
+            slowest.append(max((float(q["time"]) for q in queries.captured_queries), default=0))
         timings[label] = float(np.median(times))
         status = ",".join(str(s) for s in sorted(statuses))
-        print(f"  {label:<40} {timings[label] * 1000:>8.0f} ms {statements:>11} {status:>7}")
+        print(
+            f"  {label:<40} {timings[label] * 1000:>8.0f} ms {statements:>11} {status:>7} "
+            f"{float(np.median(slowest)) * 1000:>15.1f} ms"
+        )
     return timings
 
 

@@ -325,6 +325,30 @@ def report_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
     ]
 
 
+def pages_many_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
+    code, out = _run(
+        [PY, "benchmarks/bench_pages_many.py", *(["--quick"] if quick else [])], timeout, env
+    )
+    m = re.search(
+        r"Slowest page beside (\d+) other studies: (\d+) ms.*?fingerprint ([\d.]+) ms, "
+        r"alone ([\d.]+) ms",
+        out,
+    )
+    if not m:
+        return [Row("pages beside other studies", f"failed (rc {code}): {_last_line(out)}")]
+    size = "50k judgments" if quick else "1M judgments"
+    others, slowest = m.group(1), m.group(2)
+    fast, alone = float(m.group(3)), float(m.group(4))
+    return [
+        Row(
+            f"analysis pages from a snapshot beside {others} other studies of {size}",
+            f"slowest {slowest} ms; fingerprint {fast:.1f} ms",
+            f"fingerprint {alone:.1f} ms alone",
+            _ratio(fast, alone),
+        )
+    ]
+
+
 def elo_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
     sizes = ["--battles", "5000", "--rounds", "20"] if quick else []
     code, out = _run([PY, "benchmarks/bench_elo.py", *sizes], timeout, env)
@@ -460,6 +484,7 @@ BENCHMARKS: dict[str, Callable[[bool, float, dict[str, str]], list[Row]]] = {
     "export": export_rows,
     "web": web_rows,
     "report": report_rows,
+    "pages-many": pages_many_rows,
     "elo": elo_rows,
     "judge": judge_rows,
     "pl": pl_rows,
@@ -468,7 +493,8 @@ BENCHMARKS: dict[str, Callable[[bool, float, dict[str, str]], list[Row]]] = {
 ALIASES = {"label-studio": "ls"}
 # Label Studio: its first run installs it (5-8 minutes), its migrations take 2-6 minutes on a
 # loaded 2-core machine, the import of 100k tasks 4 and its export 11.
-TIMEOUTS = {"ls": (1200.0, 3600.0)}
+# Six studies of 1M judgments and 2M calls take about 25 minutes of COPY on 2 cores.
+TIMEOUTS = {"ls": (1200.0, 3600.0), "pages-many": (600.0, 3600.0)}
 
 
 def print_table(rows: list[Row]) -> None:

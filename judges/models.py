@@ -254,7 +254,10 @@ class JudgeCall(models.Model):
 class AnswerScore(models.Model):
     """A reward model's score of one answer in one run; pair verdicts derive from two scores."""
 
-    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="answer_scores")
+    # Looked up through score_run_id and score_unique_run_answer, which lead with the run.
+    run = models.ForeignKey(
+        JudgeRun, on_delete=models.CASCADE, related_name="answer_scores", db_index=False
+    )
     answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="scores")
     score = models.FloatField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -262,6 +265,10 @@ class AnswerScore(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "answer"], name="score_unique_run_answer")
+        ]
+        indexes = [
+            # The data fingerprint's latest score of each run in one backward step.
+            models.Index(fields=["run", "id"], name="score_run_id"),
         ]
 
     def __str__(self) -> str:

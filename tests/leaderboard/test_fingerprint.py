@@ -1,5 +1,5 @@
 """The report's data fingerprint: every change a report would see changes it, and reading it
-costs index steps, not a pass over the study's rows."""
+costs index steps, not a pass over the study's rows nor over other studies' rows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from annotation.models import Answer, HumanJudgment, Pair, Study
+from annotation.models import Answer, HumanJudgment, Pair, Study, System, Worker
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.selectors.snapshots import fingerprint_sql, study_data_fingerprint
 from tests.conftest import Cast
@@ -44,6 +44,17 @@ def judged(cast: Cast) -> tuple[Study, JudgeRun]:
 
 def _pair_added(study: Study, run: JudgeRun, cast: Cast) -> None:
     make_pair(study, "p2")
+
+
+def _answer_added(study: Study, run: JudgeRun, cast: Cast) -> None:
+    # A new system's answer to an existing prompt: no prompt is added.
+    pair = Pair.objects.get(study=study)
+    system = System.objects.create(study=study, name="late system", version="1")
+    Answer.objects.create(prompt=pair.prompt, system=system, turns=["late"])
+
+
+def _score_added(study: Study, run: JudgeRun, cast: Cast) -> None:
+    AnswerScore.objects.create(run=run, answer=Pair.objects.get(study=study).answer_b, score=0.1)
 
 
 def _judgment_added(study: Study, run: JudgeRun, cast: Cast) -> None:
@@ -104,6 +115,8 @@ def _answer_deleted_elsewhere(study: Study, run: JudgeRun, cast: Cast) -> None:
 
 CHANGES: dict[str, Callable[[Study, JudgeRun, Cast], None]] = {
     "a pair added": _pair_added,
+    "an answer added": _answer_added,
+    "a score added": _score_added,
     "a judgment added": _judgment_added,
     "a judgment deleted": _judgment_deleted,
     "a call finished": _call_finished,
@@ -145,16 +158,140 @@ def test_the_fingerprint_counts_no_rows_of_the_study() -> None:
     assert "run_id IN" not in sql.split("judges_judgecall")[1].split("FROM")[0]
 
 
-def test_the_fingerprint_plan_reads_the_calls_through_the_run_indexes(
+# The indexes each large table may be read through; never its primary key (a backward walk of
+# it skips every later study's rows) and never a sequential scan. A study's workers may be
+# counted through either index that leads with the study (the planner's choice on a tiny table).
+FINGERPRINT_INDEXES = {
+    "annotation_pair": {"pair_study_id"},
+    "annotation_answer": {"answer_system_id"},
+    "annotation_humanjudgment": {"judgment_study_id"},
+    "annotation_worker": {"worker_study_excluded", "worker_unique_external_id"},
+    "judges_judgecall": {"call_run_id", "call_run_finished"},
+    "judges_answerscore": {"score_run_id"},
+}
+
+
+def _fingerprint_plan(study: Study, *, analyze: bool = False) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        options = "(ANALYZE, BUFFERS, COSTS OFF, TIMING OFF)" if analyze else "(COSTS OFF)"
+        cursor.execute(f"EXPLAIN {options} " + fingerprint_sql(), {"study": study.pk})
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_the_fingerprint_plan_reads_each_large_table_through_its_study_index(
     judged: tuple[Study, JudgeRun],
 ) -> None:
     study, _run = judged
+    plan = _fingerprint_plan(study)
+    for table, indexes in FINGERPRINT_INDEXES.items():
+        reads = [x.strip().removeprefix("->  ") for x in plan.splitlines() if f" on {table}" in x]
+        assert reads, (table, plan)
+        for read in reads:
+            assert read.startswith(("Index Scan", "Index Only Scan")), (table, read)
+            assert read.split(" using ")[1].split(" ")[0] in indexes, (table, read)
+
+
+def _study_filled(study: Study, *, prompts: int) -> None:
+    """Give `study` `prompts` prompts x 10 systems' answers, every pair of them, two judgments
+    per pair, a judge run calling each pair in both orders and scoring every answer (ids after
+    every row already there); then ANALYZE, as autovacuum would."""
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + fingerprint_sql(), {"study": study.pk})
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    calls = [line for line in plan.splitlines() if " on judges_judgecall" in line]
-    assert calls and all("call_run_finished" in x or "call_run_id" in x for x in calls), plan
+        cursor.execute(
+            """
+            WITH s AS (
+              INSERT INTO annotation_system (study_id, name, version, decoding, created_at)
+              SELECT %(study)s, 'filler-' || i, 'f', '{}', now() FROM generate_series(1, 10) i
+              RETURNING id),
+            p AS (
+              INSERT INTO annotation_prompt (study_id, external_id, category, turns, created_at)
+              SELECT %(study)s, 'filler-' || i, 'writing', '["Q"]', now()
+              FROM generate_series(1, %(prompts)s) i RETURNING id)
+            INSERT INTO annotation_answer (prompt_id, system_id, turns, leak_matches,
+                                           leak_flagged, created_at)
+            SELECT p.id, s.id, '["A"]', '[]', false, now() FROM p CROSS JOIN s
+            """,
+            {"study": study.pk, "prompts": prompts},
+        )
+        cursor.execute(
+            """
+            INSERT INTO annotation_pair (study_id, prompt_id, answer_a_id, answer_b_id, turn,
+              source, is_gold, gold_side, gold_kind, rationale_winner, shuffle_key, created_at)
+            SELECT %(study)s, a.prompt_id, a.id, b.id, 1, 'all_pairs', false, '', '', '',
+                   random(), now()
+            FROM annotation_answer a JOIN annotation_answer b
+              ON b.prompt_id = a.prompt_id AND a.id < b.id
+            JOIN annotation_prompt p ON p.id = a.prompt_id AND p.study_id = %(study)s
+              AND p.external_id LIKE 'filler-%%'
+            """,
+            {"study": study.pk},
+        )
+        worker = Worker.objects.create(study=study, panel="imported", external_id="filler")
+        judge = Judge.objects.create(name=f"filler judge {study.pk}", kind=Judge.Kind.LLM)
+        cursor.execute(
+            """
+            INSERT INTO annotation_humanjudgment (study_id, pair_id, worker_id, is_imported,
+              a_left, likert_shown, likert, preference, values, reason, acceptability_a,
+              acceptability_b, axes, comment, excluded, created_at)
+            SELECT %(study)s, p.id, %(worker)s, true, true, 2, 2, 'A', '[]', '', '', '', '{}',
+                   '', false, now()
+            FROM annotation_pair p CROSS JOIN generate_series(1, 2)
+            WHERE p.study_id = %(study)s AND p.source = 'all_pairs'
+            """,
+            {"study": study.pk, "worker": worker.pk},
+        )
+        run = JudgeRun.objects.create(judge=judge, study=study, status=JudgeRun.Status.DONE)
+        cursor.execute(
+            """
+            INSERT INTO judges_judgecall (run_id, pair_id, "order", status, request, raw_output,
+              preference, verdict_label, values, parse_error, refusal, error, tokens_in,
+              tokens_out, cost_usd, model_version_reported, attempts, lease_token,
+              unrecorded_requests, attempt_errors, finished_at, created_at)
+            SELECT %(run)s, p.id, o, 'done', '{}', '', 'A', '', '[]', '', false, '', 0,
+                   0, 0, '', 1, '', 0, '[]', now(), now()
+            FROM annotation_pair p CROSS JOIN (VALUES ('ab'), ('ba')) AS orders(o)
+            WHERE p.study_id = %(study)s AND p.source = 'all_pairs'
+            """,
+            {"study": study.pk, "run": run.pk},
+        )
+        cursor.execute(
+            """
+            INSERT INTO judges_answerscore (run_id, answer_id, score, created_at)
+            SELECT %(run)s, a.id, 0.5, now() FROM annotation_answer a
+            JOIN annotation_system s ON s.id = a.system_id AND s.study_id = %(study)s
+              AND s.name LIKE 'filler-%%'
+            """,
+            {"study": study.pk, "run": run.pk},
+        )
+        for table in FINGERPRINT_INDEXES:
+            cursor.execute(f"ANALYZE {table}")
+
+
+def _buffers(plan: str) -> int:
+    """The pages the statement touched: its top line's shared hits and reads."""
+    line = next(x for x in plan.splitlines() if "Buffers:" in x)
+    return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", line))
+
+
+def test_the_fingerprint_reads_as_many_pages_whatever_other_studies_hold(
+    judged: tuple[Study, JudgeRun], cast: Cast
+) -> None:
+    """Issue 27: 1.8-2.4 s per analysis page in a database of several large studies, against
+    ~0.1 s alone, nearly all of it the fingerprint reading other studies' rows. The measured
+    study has 4 500 pairs; then another study's 18 000 pairs, 36 000 judgments and calls and
+    4 000 answers and scores come after it: its fingerprint must touch about the pages it
+    touched before (an index one level deeper may add one per lookup), filter no other study's
+    rows, and keep its value."""
+    study, _run = judged
+    _study_filled(study, prompts=100)
+    before_value = study_data_fingerprint(study=study)
+    before = _buffers(_fingerprint_plan(study, analyze=True))
+    _study_filled(cast.other_study, prompts=400)
+    assert Pair.objects.filter(study=cast.other_study, source="all_pairs").count() == 400 * 45
+    plan = _fingerprint_plan(study, analyze=True)
+    assert _buffers(plan) <= before + 12, plan
+    assert "Rows Removed by Filter" not in plan, plan
+    assert study_data_fingerprint(study=study) == before_value
 
 
 def test_each_runs_latest_call_is_its_own_whatever_the_runs_around_it(
