@@ -27,7 +27,7 @@ from annotation.selectors.work import (
     worker_pairs_held_elsewhere,
     worker_progress,
 )
-from annotation.services.assignments import assignment_claim
+from annotation.services.assignments import assignment_claim, assignment_skip
 from annotation.services.entry import worker_seen
 from annotation.services.errors import (
     AnnotationError,
@@ -280,6 +280,21 @@ class SubmitApi(WorkerApi):
             },
             status=status.HTTP_201_CREATED,
         )
+
+
+class SkipApi(WorkerApi):
+    """POST {"skip_reason": ...}: skip one of the worker's items; it goes to someone else and is
+    not paid (a second skip of the same item answers as the first)."""
+
+    def post(self, request: Request, slug: str, public_id: Any) -> Response:
+        reason = request.data.get("skip_reason", "") if hasattr(request.data, "get") else ""
+        try:
+            assignment = assignment_skip(
+                worker=self.worker, public_id=public_id, reason=str(reason)
+            )
+        except AnnotationError as exc:
+            return error_response(exc)
+        return Response({"skipped": True, "skip_reason": assignment.skip_reason})
 
 
 class ProgressApi(WorkerApi):

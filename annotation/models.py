@@ -664,6 +664,15 @@ class Assignment(models.Model):
         SUBMITTED = "submitted", "Submitted"
         EXPIRED = "expired", "Expired"
         RETURNED = "returned", "Returned"
+        SKIPPED = "skipped", "Skipped"
+
+    class SkipReason(models.TextChoices):
+        """Why a worker skipped an item, as the skip button offers them."""
+
+        CANNOT_JUDGE = "cannot_judge", "I can't judge this one (outside what I know)"
+        BROKEN = "broken", "An answer or the question does not display properly"
+        LANGUAGE = "language", "It is in a language I don't read well"
+        OTHER = "other", "Another reason"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
@@ -680,6 +689,13 @@ class Assignment(models.Model):
     reserved_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     submitted_at = models.DateTimeField(null=True, blank=True)
+    # A skipped item is never paid and frees its slot: the claim counts only reserved and
+    # submitted assignments, and never offers a worker a pair they had before. A default in the
+    # database too: the claim function inserts assignments without naming this column.
+    skip_reason = models.CharField(
+        max_length=12, choices=SkipReason.choices, blank=True, default="", db_default=""
+    )
+    skipped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-reserved_at"]
@@ -689,6 +705,11 @@ class Assignment(models.Model):
                 fields=["pair", "worker"],
                 condition=Q(status__in=["reserved", "submitted"]),
                 name="assignment_one_open_per_worker_pair",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="skipped", skipped_at__isnull=False) & ~Q(skip_reason="")
+                | (~Q(status="skipped") & Q(skip_reason="", skipped_at__isnull=True)),
+                name="assignment_skip_has_reason",
             ),
             models.CheckConstraint(
                 condition=Q(expires_at__gt=F("reserved_at")), name="assignment_expiry_after_start"

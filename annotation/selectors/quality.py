@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import Count, Q, Sum
 
-from annotation.models import EntryLog, HumanJudgment, PayEntry, Study, Worker
+from annotation.models import Assignment, EntryLog, HumanJudgment, PayEntry, Study, Worker
 from annotation.selectors.bonus import study_bonus_lines
 
 # A worker whose median time per item is under this many seconds is flagged as too fast.
@@ -40,6 +40,7 @@ class WorkerQuality:
     pending_cents: int
     approved_cents: int
     flags: tuple[str, ...] = field(default=())
+    skipped: int = 0
 
     @property
     def gold_accuracy(self) -> float | None:
@@ -114,7 +115,14 @@ def _majority_agreement(rows: Iterable[tuple[int, int, str]]) -> dict[int, tuple
 
 def study_worker_quality(*, study: Study) -> list[WorkerQuality]:
     """One row per worker with a user (crowd workers) in the study, most judgments first."""
-    workers = list(Worker.objects.filter(study=study, user__isnull=False).order_by("pk"))
+    # Each worker's skipped items counted in the same read (skips are never judgments).
+    workers = list(
+        Worker.objects.filter(study=study, user__isnull=False)
+        .annotate(
+            skipped=Count("assignments", filter=Q(assignments__status=Assignment.Status.SKIPPED))
+        )
+        .order_by("pk")
+    )
     judgments = list(
         HumanJudgment.objects.filter(study=study, is_imported=False).values_list(
             "worker_id", "pair_id", "pair__is_gold", "pair__gold_side", "preference",
@@ -183,6 +191,7 @@ def study_worker_quality(*, study: Study) -> list[WorkerQuality]:
                 pending_cents=pay[worker.pk]["pending"],
                 approved_cents=pay[worker.pk]["approved"],
                 flags=tuple(flags),
+                skipped=worker.skipped,
             )
         )
     rows.sort(key=lambda row: -row.judgments)

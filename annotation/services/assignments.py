@@ -26,7 +26,13 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Worker
 from annotation.selectors.prepared import prepared_cursor
-from annotation.services.errors import StudyNotOpen, WorkerBlocked
+from annotation.services.errors import (
+    AssignmentClosed,
+    AssignmentNotFound,
+    JudgmentInvalid,
+    StudyNotOpen,
+    WorkerBlocked,
+)
 
 # How many open pairs one claim looks at; the fewest-taken of them wins. Bounded so that a claim
 # reads a few index pages whatever the size of the study.
@@ -180,3 +186,31 @@ def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
         assignment._state.adding = False
         assignment._state.db = connection.alias
     return _Pass(outcome, assignment, done=done, target=target, wait_for=first_busy)
+
+
+def assignment_skip(*, worker: Worker, public_id: uuid.UUID, reason: str) -> Assignment:
+    """Skip one of the worker's reserved items with a reason: its slot goes back to the pool
+    for someone else (the claim counts only reserved and submitted assignments), the worker is
+    never offered the pair again (the claim skips pairs a worker had), and nothing is paid.
+
+    One conditional UPDATE (status reserved -> skipped); a second skip of the same item answers
+    the first one's row, so a double click is harmless. Raises AssignmentNotFound for an item
+    that is not the worker's, AssignmentClosed for one already answered or released, and
+    JudgmentInvalid for a reason that is not one of Assignment.SkipReason."""
+    if reason not in Assignment.SkipReason.values:
+        choices = ", ".join(Assignment.SkipReason.values)
+        raise JudgmentInvalid(
+            f"Choose why you skip this item (one of: {choices}).", field="skip_reason"
+        )
+    mine = Assignment.objects.filter(public_id=public_id, worker=worker)
+    changed = mine.filter(status=Assignment.Status.RESERVED).update(
+        status=Assignment.Status.SKIPPED, skip_reason=reason, skipped_at=timezone.now()
+    )
+    assignment = mine.first()
+    if assignment is None:
+        raise AssignmentNotFound("No such item.")
+    if not changed and assignment.status != Assignment.Status.SKIPPED:
+        if assignment.status == Assignment.Status.SUBMITTED:
+            raise AssignmentClosed("You already answered this item; it cannot be skipped.")
+        raise AssignmentClosed("This item is no longer yours to skip; here is the next one.")
+    return assignment

@@ -170,6 +170,8 @@ def _submit_locked(
         raise AssignmentClosed("You already answered this item; your first answer was kept.")
     if assignment.status == Assignment.Status.RETURNED:
         raise AssignmentClosed("This item was released and can no longer be answered.")
+    if assignment.status == Assignment.Status.SKIPPED:
+        raise AssignmentClosed("You skipped this item, so this answer was not saved.")
     if assignment.status == Assignment.Status.EXPIRED or assignment.expires_at <= now:
         raise AssignmentExpired(
             "The time for this item ran out and it went back to the pool, so this answer was "

@@ -39,7 +39,12 @@ from annotation.selectors.work import (
     worker_pairs_held_elsewhere,
     worker_progress,
 )
-from annotation.services.assignments import BLOCKED_MESSAGE, Claimed, assignment_claim
+from annotation.services.assignments import (
+    BLOCKED_MESSAGE,
+    Claimed,
+    assignment_claim,
+    assignment_skip,
+)
 from annotation.services.entry import (
     client_make,
     entry_admit,
@@ -274,6 +279,7 @@ def _item_context(
         "ask_values": study.form_values or study.form_rationale_only,
         "posted": posted or {},
         "warned": _gold_warning_due(view.worker, progress.done),
+        "skip_reasons": Assignment.SkipReason.choices,
     }
 
 
@@ -323,6 +329,26 @@ class ItemView(WorkerView):
             messages.warning(request, exc.message)
         except AssignmentNotFound as exc:
             raise Http404("No such item.") from exc
+        return redirect("work:next", slug=slug)
+
+
+class SkipView(WorkerView):
+    """POST: skip the item with a reason; it goes to someone else and is not paid."""
+
+    def post(self, request: HttpRequest, slug: str, public_id: uuid.UUID) -> HttpResponse:
+        try:
+            assignment_skip(
+                worker=self.worker, public_id=public_id, reason=request.POST.get("skip_reason", "")
+            )
+        except AssignmentNotFound as exc:
+            raise Http404("No such item.") from exc
+        except JudgmentInvalid as exc:
+            messages.warning(request, exc.message)
+            return redirect("work:item", slug=slug, public_id=public_id)
+        except AssignmentClosed as exc:
+            messages.info(request, exc.message)
+        else:
+            messages.info(request, "Skipped: that item goes to someone else. Here is the next one.")
         return redirect("work:next", slug=slug)
 
 

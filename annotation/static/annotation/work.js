@@ -36,7 +36,9 @@
   function typing(target) {
     if (!target || !target.tagName) { return false; }
     var tag = target.tagName.toLowerCase();
-    return tag === "textarea" || (tag === "input" && (target.type === "text" || target.type === "search"));
+    // Keys in the skip form belong to it (its reason list, its button), not to the rating.
+    if (target.closest && target.closest("#skip-form")) { return true; }
+    return tag === "textarea" || tag === "select" || (tag === "input" && (target.type === "text" || target.type === "search"));
   }
 
   document.addEventListener("keydown", function (event) {
