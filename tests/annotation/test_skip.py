@@ -14,7 +14,7 @@ from django.test import Client
 
 from annotation.models import Assignment, HumanJudgment, PayEntry, Study
 from annotation.selectors.quality import study_worker_quality
-from tests.annotation.work_helpers import enter_and_consent, make_pairs
+from tests.annotation.work_helpers import enter_and_consent, make_pairs, open_item
 from tests.conftest import Cast
 
 
@@ -35,13 +35,6 @@ def study(cast: Cast) -> Study:
     study.save()
     make_pairs(study, 2)
     return study
-
-
-def open_item(client: Client, study: Study) -> Assignment:
-    response = client.get(f"/work/{study.slug}/")
-    assert response.status_code == 302 and "/item/" in response["Location"], response
-    public_id = response["Location"].rstrip("/").rsplit("/", 1)[-1]
-    return Assignment.objects.get(public_id=public_id)
 
 
 def skip(client: Client, study: Study, assignment: Assignment, reason: str = "cannot_judge"):

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, HumanJudgment, Study, Worker
 from annotation.panels import invite_token_make
-from tests.annotation.work_helpers import enter_and_consent, make_pairs, prolific_url
+from tests.annotation.work_helpers import enter_and_consent, make_pairs, open_item, prolific_url
 from tests.conftest import Cast
 
 
@@ -35,13 +35,6 @@ def study(cast: Cast) -> Study:
     study.save()
     make_pairs(study, 4)
     return study
-
-
-def open_item(client: Client, study: Study) -> Assignment:
-    response = client.get(f"/work/{study.slug}/")
-    assert response.status_code == 302 and "/item/" in response["Location"]
-    public_id = response["Location"].rstrip("/").rsplit("/", 1)[-1]
-    return Assignment.objects.get(public_id=public_id)
 
 
 def test_a_prolific_participant_enters_consents_and_reaches_an_item(

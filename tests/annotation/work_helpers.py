@@ -100,3 +100,11 @@ def enter_and_consent(client: Any, study: Study, pid: str) -> Worker:
     response = client.post(f"/work/{study.slug}/consent/", {"agree": "yes"})
     assert response.status_code == 302, response.content
     return Worker.objects.get(study=study, panel=Worker.Panel.PROLIFIC, external_id=pid)
+
+
+def open_item(client: Any, study: Study) -> Assignment:
+    """Follow the worker's next link to an item; return its assignment."""
+    response = client.get(f"/work/{study.slug}/")
+    assert response.status_code == 302 and "/item/" in response["Location"], response
+    public_id = response["Location"].rstrip("/").rsplit("/", 1)[-1]
+    return Assignment.objects.get(public_id=public_id)
