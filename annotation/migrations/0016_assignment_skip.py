@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotation', '0014_screened_out_code'),
+        ('annotation', '0015_fingerprint_indexes'),
     ]
 
     operations = [
