@@ -15,8 +15,13 @@ $(RUNTIME): requirements.txt
 	$(BIN)/pip install --quiet -r requirements.txt
 	touch $(RUNTIME)
 
-$(STAMP): $(RUNTIME) requirements-dev.txt
+# requirements-audit.txt goes in with --no-deps: the packages that the style-control audit
+# compares against (alpaca-eval, arena-rank) pin or ask for versions that clash with ours
+# (arena-rank pins numpy 2.3.3, we pin 2.4.6) and for far more than they import; the file pins
+# exactly what importing their two modules needs.
+$(STAMP): $(RUNTIME) requirements-dev.txt requirements-audit.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements-audit.txt
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -269,7 +269,7 @@ class Demo:
         return child
 
     def start_site(self) -> None:
-        from core.queues import Queue
+        from config.queues import Queue
 
         python = sys.executable
         queues = ",".join(queue.value for queue in Queue)  # one worker serves every queue

@@ -24,7 +24,7 @@ from annotation.models import EntryLog, Study, Worker
 from annotation.panels import Panel, Participant
 from annotation.roles import Role
 from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotOpen
-from core.clientaddr import client_address
+from config.clientaddr import client_address
 
 # A session counts as in use while it was seen within this many seconds (or the study's time
 # limit, when longer): a worker who lost their browser can come back after that.

@@ -9,7 +9,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
-from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Worker
 from annotation.selectors.bonus import study_bonus_lines, study_reward_cents
 from annotation.selectors.quality import (
@@ -21,7 +20,8 @@ from annotation.selectors.quality import (
 from annotation.services.errors import AnnotationError
 from annotation.services.pay import pay_entries_review, pay_gold_bonuses_grant
 from annotation.services.workers import worker_block_set, worker_exclude, worker_return
-from core import csvsafe
+from config import csvsafe
+from config.access import ResearcherRequiredMixin, get_study_or_404
 
 
 class WorkerQualityView(ResearcherRequiredMixin, View):

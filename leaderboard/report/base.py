@@ -50,7 +50,8 @@ class ReportParams:
     resample: what a bootstrap round of the agreement, Elo and Bradley-Terry intervals draws
     with replacement: ``prompt`` (default: all of a prompt's units and votes together, the honest
     uncertainty about new prompts) or ``vote`` (each unit or battle on its own, FastChat's
-    choice).
+    choice). baseline: the system the length-controlled win rates compare every model with
+    ("": the system in the most pairs, the first by name among equals).
     """
 
     seed: int = 0
@@ -59,6 +60,7 @@ class ReportParams:
     bt_rounds: int = 1000
     confidence: float = 0.95
     resample: Resample = "prompt"
+    baseline: str = ""
 
 
 def rounds_within(requested: int, work_per_round: int, budget: int) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from core import csvsafe
+from config import csvsafe
 from leaderboard.parallel import run_parallel
 from leaderboard.report.base import (
     HUMAN,
@@ -31,7 +31,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class ReportPayloadError(ValueError):

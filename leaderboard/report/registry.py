@@ -19,6 +19,7 @@ from leaderboard.report import (
     per_category,
     position_bias,
     rationale,
+    style_control,
     win_rates,
 )
 from leaderboard.report.base import Section
@@ -30,6 +31,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     gold.SECTION,
     leaderboards.SECTION,
     length_bias.SECTION,
+    style_control.SECTION,
     rationale.SECTION,
     answer_ratings.SECTION,
     gold_order.SECTION,

@@ -44,6 +44,40 @@ class TurnLength(Func):
         return f"char_length(({turns}) ->> (({turn}) - 1))", params
 
 
+# Markdown and length counts of an answer's turn, as LMArena's style control counts them
+# (FastChat's count_markdown_elements, after removing fenced code blocks): PostgreSQL ARE
+# patterns for regexp_count, with the flags ("n": ^ matches at every line start).
+STYLE_PATTERNS: dict[str, tuple[str, str]] = {
+    "tokens": (r"\S+", ""),
+    "headers": (r"^#{1,6}\s", "n"),
+    "lists": (r"^\s*(\d+\.|[-*+])\s", "n"),
+    "bold": (r"\*\*[^*\n]+\*\*|__[^_\n]+__", ""),
+}
+STYLE_COLUMNS = ["pair_id", *(f"{name}_{side}" for side in "ab" for name in STYLE_PATTERNS)]
+_CODE_BLOCK = r"```[^`]*```"
+
+
+class TurnStyleCount(TurnLength):
+    """Matches of a pattern in ``turns[turn - 1]`` with fenced code blocks removed; NULL when
+    that turn is missing."""
+
+    output_field = IntegerField()
+
+    def __init__(self, turns: Any, turn: Any, *, pattern: str, flags: str) -> None:
+        super().__init__(turns, turn)
+        self.pattern, self.flags = pattern, flags
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: Any, **extra_context: Any
+    ) -> tuple[str, list[Any]]:
+        turns, turn, params = self._parts(compiler, connection)
+        text = f"regexp_replace(({turns}) ->> (({turn}) - 1), %s, '', 'g')"
+        return (
+            f"regexp_count({text}, %s, 1, %s)",
+            [*params, _CODE_BLOCK, self.pattern, self.flags],
+        )
+
+
 @dataclass(frozen=True)
 class ReportExtras:
     """What the later report sections read besides the votes.
@@ -74,6 +108,9 @@ class ReportExtras:
     ratings: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=RATINGS_FRAME_COLUMNS)
     )
+    # Per pair with texts on both sides, each answer's style counts at the judged turn
+    # (STYLE_COLUMNS: pair_id, tokens_a ... bold_b), for the style-controlled rankings.
+    styles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STYLE_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -207,6 +244,51 @@ def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     return out
 
 
+def report_styles_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
+    """The filtered pairs' style counts at the judged turn (``ReportExtras.styles``): per answer
+    and judged turn, its words (whitespace-separated), markdown headers, list items and bold
+    spans (:data:`STYLE_PATTERNS`, counted by PostgreSQL's regexp_count once per answer and
+    turn), attached to the pairs as :func:`report_lengths_get` attaches lengths; pairs where a
+    side has no text at that turn are left out."""
+    pairs = frame_read_coded(
+        Pair.objects.filter(pair_q(filters), study=study),
+        ("pk", "answer_a_id", "answer_b_id", "turn"),
+        ["pair_id", "answer_a_id", "answer_b_id", "turn"],
+    )
+    pairs = pairs.sort_values("pair_id", kind="stable").reset_index(drop=True)
+    if pairs.empty:
+        return pd.DataFrame(columns=STYLE_COLUMNS)
+    turns = np.unique(pairs["turn"].to_numpy(dtype=np.int64)).tolist()
+    names = {(feature, t): f"{feature}_{t}" for t in turns for feature in STYLE_PATTERNS}
+    answers = Answer.objects.filter(prompt__study=study).annotate(
+        **{
+            column: TurnStyleCount(
+                F("turns"),
+                Value(t, output_field=IntegerField()),
+                pattern=STYLE_PATTERNS[feature][0],
+                flags=STYLE_PATTERNS[feature][1],
+            )
+            for (feature, t), column in names.items()
+        }
+    )
+    columns = list(names.values())
+    table = frame_read_coded(answers, ("pk", *columns), ["id", *columns]).sort_values("id")
+    answer_ids = table["id"].to_numpy(dtype=np.int64)
+    turn_of = pairs["turn"].to_numpy(dtype=np.int64)
+    out = pairs[["pair_id"]].astype("int64")
+    keep = np.ones(len(out), dtype=bool)
+    for side in ("a", "b"):
+        at = positions_of(answer_ids, pairs[f"answer_{side}_id"].to_numpy(), "answer")
+        for feature in STYLE_PATTERNS:
+            values = np.full(len(out), np.nan)
+            for t in turns:
+                here = turn_of == t
+                values[here] = table[names[(feature, t)]].to_numpy(dtype=np.float64)[at[here]]
+            out[f"{feature}_{side}"] = values
+        keep &= out[f"tokens_{side}"].to_numpy() > 0
+    return out[keep].reset_index(drop=True)
+
+
 @dataclass(frozen=True)
 class ExtraRows:
     """The rows of the later sections that need only the filters, the rater set and the runs:
@@ -296,6 +378,7 @@ def report_extras_get(
     votes: StudyVotes,
     lengths: pd.DataFrame | None = None,
     rows: ExtraRows | None = None,
+    styles: pd.DataFrame | None = None,
 ) -> ReportExtras:
     """The answer lengths (unless given, from :func:`report_lengths_get`), cited values, gold
     ranks and answer scores behind `votes` (read unless given, by
@@ -303,6 +386,8 @@ def report_extras_get(
     filters = votes.filters
     if lengths is None:
         lengths = report_lengths_get(study=study, filters=filters)
+    if styles is None:
+        styles = report_styles_get(study=study, filters=filters)
     if rows is None:
         rows = report_extra_rows_get(
             study=study,
@@ -329,4 +414,5 @@ def report_extras_get(
         followup=rows.followup,
         pl_splits=rows.pl_splits,
         ratings=rows.ratings,
+        styles=styles,
     )

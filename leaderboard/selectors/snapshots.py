@@ -78,6 +78,9 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
     # Only when there are ratings, so that a study without them keeps the hash it had.
     if len(extras.ratings):
         frame_hash_update(digest, "ratings", extras.ratings)
+    # Likewise the style counts, present whenever the answers have text.
+    if len(extras.styles):
+        frame_hash_update(digest, "styles", extras.styles)
     return digest.hexdigest()
 
 

@@ -25,8 +25,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.models import Study
-from core.broker import BrokerUnavailable, task_send
-from core.queues import Queue
+from config.broker import BrokerUnavailable, task_send
+from config.queues import Queue
 from leaderboard.lookup import rows_of_run
 from leaderboard.models import ReportSnapshot
 from leaderboard.parallel import run_parallel
@@ -50,6 +50,7 @@ from leaderboard.selectors.extras import (
     report_extra_rows_get,
     report_extras_get,
     report_lengths_get,
+    report_styles_get,
 )
 from leaderboard.selectors.frames import (
     StudyVotes,
@@ -139,13 +140,16 @@ def _votes_and_extras_get(*, study: Study, filters: VoteFilters) -> tuple[StudyV
     processes of their own."""
     raters = study_raters_resolve(study=study, raters=filters.raters)
     run_ids = [s.run_id for s in study_judge_sources(study=study, filters=filters)]
-    votes, lengths, rows = run_parallel(
+    votes, lengths, rows, styles = run_parallel(
         lambda: study_votes_get(study=study, filters=filters),
         lambda: report_lengths_get(study=study, filters=filters),
         lambda: report_extra_rows_get(study=study, filters=filters, raters=raters, run_ids=run_ids),
+        lambda: report_styles_get(study=study, filters=filters),
         uses_database=True,
     )
-    return votes, report_extras_get(study=study, votes=votes, lengths=lengths, rows=rows)
+    return votes, report_extras_get(
+        study=study, votes=votes, lengths=lengths, rows=rows, styles=styles
+    )
 
 
 def report_data_hash(*, votes: StudyVotes, extras: ReportExtras) -> str:

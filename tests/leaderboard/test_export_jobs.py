@@ -15,8 +15,8 @@ from django.urls import reverse
 
 from annotation.models import Study
 from annotation.roles import Role
+from config.broker import BrokerUnavailable
 from config.celery import app as celery_app
-from core.broker import BrokerUnavailable
 from leaderboard.models import ExportJob
 from leaderboard.selectors.exports import study_export_count
 from leaderboard.services import export_jobs, exports

@@ -52,6 +52,12 @@ class Command(BaseCommand):
             help="what the agreement, Elo and Bradley-Terry bootstraps draw (default: prompts)",
         )
         parser.add_argument(
+            "--baseline",
+            default=ReportParams.baseline,
+            help="the system the length-controlled win rates compare every model with "
+            "(default: the system in the most pairs)",
+        )
+        parser.add_argument(
             "--recompute",
             action="store_true",
             help="compute again even when the stored report is current (rows edited in place)",
@@ -78,6 +84,7 @@ class Command(BaseCommand):
             elo_rounds=options["elo_rounds"],
             bt_rounds=options["bt_rounds"],
             resample=options["resample"],
+            baseline=options["baseline"],
         )
         snapshot = agreement_report_snapshot(
             study=study, filters=filters, params=params, recompute=options["recompute"]

@@ -1,1 +1,0 @@
-"""Database tools that know no domain: the PostgreSQL backend and prepared statements."""

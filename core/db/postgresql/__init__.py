@@ -1,1 +1,0 @@
-"""Django's PostgreSQL backend with a cheaper health check (core/db/postgresql/base.py)."""
