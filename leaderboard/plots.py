@@ -9,7 +9,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
-PALETTE = ("#3b6ea8", "#d9822b", "#4a9a5b", "#b8474d", "#7a5ea8", "#8c6d4f", "#c36bb0", "#6b7b8c")
+PALETTE = (
+    "#3b6ea8", "#d9822b", "#4a9a5b", "#b8474d", "#7a5ea8", "#8c6d4f",
+    "#c36bb0", "#6b7b8c", "#b5a33a", "#2aa5b4", "#1f3f6e", "#e5a3a8",
+)  # fmt: skip
+
+
+def series_paint(index: int) -> str:
+    """The fill of series ``index`` (bars and legend swatch), as SVG attributes: the palette's
+    colours first, then the same colours with a dashed dark outline, so up to twice the
+    palette's length series never share a look."""
+    colour = PALETTE[index % len(PALETTE)]
+    if (index // len(PALETTE)) % 2 == 0:
+        return f'fill="{colour}"'
+    return f'fill="{colour}" stroke="#111111" stroke-width="1.5" stroke-dasharray="3 2"'
+
+
 WIDTH = 720
 PLOT_HEIGHT = 220
 MARGIN_RIGHT, MARGIN_TOP = 16, 36
@@ -180,10 +195,9 @@ def bar_chart_svg(
                 continue
             x = x0 + s_i * bar_w
             top, bottom = sorted((y_of(value), zero))
-            colour = PALETTE[s_i % len(PALETTE)]
             parts.append(
                 f'<rect x="{_fmt(x)}" y="{_fmt(top)}" width="{_fmt(bar_w * 0.9)}" '
-                f'height="{_fmt(max(bottom - top, 0.5))}" fill="{colour}">'
+                f'height="{_fmt(max(bottom - top, 0.5))}" {series_paint(s_i)}>'
                 f"<title>{escape(s.name)}, {escape(category)}: {value:.4g}</title></rect>"
             )
             lo = s.lower[c] if s.lower is not None and c < len(s.lower) else None
@@ -210,8 +224,7 @@ def bar_chart_svg(
     for s_i, (x, line, name) in enumerate(legend):
         y = legend_top + 16 * line + 10
         parts.append(
-            f'<rect x="{_fmt(x)}" y="{_fmt(y - 9)}" width="10" height="10" '
-            f'fill="{PALETTE[s_i % len(PALETTE)]}"/>'
+            f'<rect x="{_fmt(x)}" y="{_fmt(y - 9)}" width="10" height="10" {series_paint(s_i)}/>'
         )
         parts.append(f'<text x="{_fmt(x + 14)}" y="{_fmt(y)}">{escape(name)}</text>')
     parts.append("</svg>")

@@ -107,6 +107,84 @@ class Table:
         """Rows of (value, column name) pairs, for formatting by column."""
         return [list(zip(row, self.columns, strict=True)) for row in self.rows]
 
+    def page(self) -> PageTable:
+        """The table as the page shows it. A table of at most PAGE_WIDE_COLUMNS columns shows as
+        it is. A wider one (the consistency table has 32 columns, a leaderboard of five sources
+        21) would run off a 1280 px screen: each estimate and the lower and upper columns that
+        follow it (``x_lower``, ``x_upper`` or ``g: lower``, ``g: upper``) become one cell,
+        headers lose their underscores, and a table without column groups and with at most
+        PAGE_TURN_ROWS rows is turned, its measures down the page and its rows across. The CSV
+        and the JSON keep the table as it is."""
+        if len(self.columns) <= PAGE_WIDE_COLUMNS:
+            return PageTable(self.columns, self.cells(), self.groups)
+        merged: list[tuple[str, int, int | None]] = []  # (column, its index, upper's index)
+        i = 0
+        while i < len(self.columns):
+            column, lower, upper = self.columns[i], i + 1, i + 2
+            if (
+                upper < len(self.columns)
+                and self.columns[lower].endswith("lower")
+                and self.columns[upper] == self.columns[lower][: -len("lower")] + "upper"
+            ):
+                merged.append((column, i, upper))
+                i += 3
+            else:
+                merged.append((column, i, None))
+                i += 1
+
+        def value(row: tuple[Any, ...], index: int, upper: int | None) -> Any:
+            if upper is None:
+                return row[index]
+            return IntervalCell(row[index], row[upper - 1], row[upper])
+
+        labels = [
+            column.replace("_", " ") + (" [interval]" if upper is not None else "")
+            for column, _, upper in merged
+        ]
+        if self.groups or len(self.rows) > PAGE_TURN_ROWS:
+            groups, start = [], 0
+            for label, span in self.groups:
+                kept = sum(1 for _, index, _ in merged if start <= index < start + span)
+                groups.append((label, kept))
+                start += span
+            cells = [
+                [(value(row, i, upper), column) for column, i, upper in merged] for row in self.rows
+            ]
+            return PageTable(tuple(labels), cells, tuple(groups))
+        header = ("measure", *(str(row[0]) for row in self.rows))
+        turned = [
+            [(label, ""), *((value(row, i, upper), column) for row in self.rows)]
+            for label, (column, i, upper) in zip(labels[1:], merged[1:], strict=True)
+        ]
+        return PageTable(header, turned, ())
+
+
+# See Table.page.
+PAGE_WIDE_COLUMNS = 16
+PAGE_TURN_ROWS = 10
+
+
+@dataclass(frozen=True)
+class IntervalCell:
+    """An estimate with its interval, shown in one cell of a wide table ("0.83 [0.71, 0.90]")."""
+
+    value: Any
+    lower: Any
+    upper: Any
+
+    def __str__(self) -> str:
+        return f"{self.value} [{self.lower}, {self.upper}]"
+
+
+@dataclass(frozen=True)
+class PageTable:
+    """What the page's table template reads: header labels, rows of (value, column) pairs for
+    the cell formatting, and the column groups above the header."""
+
+    columns: tuple[str, ...]
+    cells: list[list[tuple[Any, str]]]
+    groups: tuple[tuple[str, int], ...]
+
 
 @dataclass(frozen=True)
 class Plot:

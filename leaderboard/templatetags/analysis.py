@@ -9,6 +9,7 @@ from django import template
 from django.utils.safestring import SafeString, mark_safe
 
 from annotation.rendering import markdown_render_safe
+from leaderboard.report.base import IntervalCell
 
 register = template.Library()
 
@@ -19,6 +20,13 @@ _SHARE_COLUMNS = ("rate", "prefers first shown", "flip rate", "accuracy", "share
 def cell(value: Any, column: str) -> str:
     """Format a table cell: shares as whole percents, other floats to three decimals, missing
     values as an en dash."""
+    if isinstance(value, IntervalCell):
+        if value.lower is None or value.upper is None:
+            return cell(value.value, column)
+        return (
+            f"{cell(value.value, column)} "
+            f"[{cell(value.lower, column)}, {cell(value.upper, column)}]"
+        )
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if isinstance(value, bool):
@@ -32,7 +40,9 @@ def cell(value: Any, column: str) -> str:
 
 @register.filter
 def is_number(value: Any) -> bool:
-    """True for numbers (right-aligned in tables)."""
+    """True for numbers and estimates with intervals (right-aligned in tables)."""
+    if isinstance(value, IntervalCell):
+        return True
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

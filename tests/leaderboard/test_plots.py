@@ -140,3 +140,33 @@ def test_every_label_lies_inside_the_svg_as_chromium_draws_it(db: None) -> None:
             assert boxes, name
             for text, left, top, right, bottom in boxes:
                 assert min(left, top, right, bottom) >= 0, (name, text, left, top, right, bottom)
+
+
+@pytest.mark.parametrize("count", [10, 20])
+def test_every_series_of_a_bar_chart_has_its_own_look_in_bars_and_legend(count: int) -> None:
+    """The values-cited plot has 10 series: with an 8-colour cycle two pairs of them looked the
+    same. Each series' paint (fill, outline) is its own, and its bars wear its legend's paint."""
+    names = [f"series {i}" for i in range(count)]
+    svg = bar_chart_svg(
+        title="Many series",
+        categories=["a", "b"],
+        series=[Series(name=n, values=[0.1 + i / 100, 0.2]) for i, n in enumerate(names)],
+        y_label="share",
+    )
+    root = ET.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+
+    def paint(rect: ET.Element) -> tuple[str | None, ...]:
+        return tuple(rect.get(a) for a in ("fill", "stroke", "stroke-dasharray"))
+
+    bars: dict[str, set[tuple[str | None, ...]]] = {}
+    for rect in root.iterfind("s:rect", ns):
+        title = rect.find("s:title", ns)
+        if title is not None and title.text:
+            bars.setdefault(title.text.split(",")[0], set()).add(paint(rect))
+    swatches = [r for r in root.iterfind("s:rect", ns) if r.get("width") == "10"]
+    assert len(swatches) == count
+    looks = [paint(r) for r in swatches]
+    assert len(set(looks)) == count
+    for name, look in zip(names, looks, strict=True):
+        assert bars[name] == {look}
