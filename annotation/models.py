@@ -182,6 +182,25 @@ class Study(models.Model):
         help_text="The STUDY_ID Prolific sends; Prolific entry is refused until it is set and "
         "refused for any other id.",
     )
+    # The study's Prolific API token, pasted by a researcher: Fernet-encrypted (config.secretbox,
+    # annotation/services/prolific_connection.py); never shown, logged or exported.
+    prolific_token_encrypted = models.TextField(blank=True, editable=False)
+    prolific_token_set_at = models.DateTimeField(null=True, blank=True, editable=False)
+    prolific_places = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The Prolific study's places, as its API said at the last test of the "
+        "connection: entries beyond them are refused.",
+    )
+    prolific_unverified_max = models.PositiveIntegerField(
+        "unverified entries during a Prolific outage",
+        default=10,
+        validators=[MaxValueValidator(10_000)],
+        help_text="With a Prolific token, entrants are checked against Prolific's submissions. "
+        "While Prolific cannot answer, up to this many are let in unverified (marked, and "
+        "checked later); 0 refuses everyone until Prolific answers.",
+    )
     entry_link_required = models.BooleanField(
         "require a signed entry link",
         default=False,
@@ -614,6 +633,20 @@ class Worker(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     panel_session_id = models.CharField(
         max_length=200, blank=True, help_text="The panel's own session id (Prolific SESSION_ID)."
+    )
+
+    class Verification(models.TextChoices):
+        NONE = "", "not checked (no Prolific token)"
+        VERIFIED = "verified", "a submission of the Prolific study"
+        UNVERIFIED = "unverified", "let in during a Prolific outage, not yet checked"
+
+    prolific_verification = models.CharField(
+        max_length=10,
+        choices=Verification.choices,
+        default=Verification.NONE,
+        blank=True,
+        help_text="Whether Prolific confirmed this SESSION_ID as a submission of the study for "
+        "this PROLIFIC_PID.",
     )
     session_key = models.CharField(
         max_length=40, blank=True, help_text="The server-side session this worker is bound to."

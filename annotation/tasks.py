@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from annotation.services.assignments import assignments_expire
+from annotation.services.prolific import unverified_recheck_all
 
 
 # Runs on the default queue (no route needed); the beat schedule in the settings starts it.
@@ -12,3 +13,9 @@ from annotation.services.assignments import assignments_expire
 def assignments_expire_task() -> int:
     """Mark reservations past their time as expired (safe to run twice; run every minute)."""
     return assignments_expire()
+
+
+@shared_task(name="annotation.prolific_unverified_recheck", acks_late=True)
+def prolific_unverified_recheck_task() -> int:
+    """Ask Prolific about participants let in unverified during an outage (safe to run twice)."""
+    return unverified_recheck_all()

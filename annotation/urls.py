@@ -11,6 +11,7 @@ urlpatterns = [
     path("new/", setup.StudyCreateView.as_view(), name="study_create"),
     path("<slug:slug>/", studies.StudyDetailView.as_view(), name="study_detail"),
     path("<slug:slug>/settings/", setup.StudySettingsView.as_view(), name="study_settings"),
+    path("<slug:slug>/prolific/", setup.StudyProlificView.as_view(), name="study_prolific"),
     path("<slug:slug>/status/", setup.StudyStatusView.as_view(), name="study_status"),
     path("<slug:slug>/checklist/", launch.StudyChecklistView.as_view(), name="study_checklist"),
     path("<slug:slug>/launch/", launch.StudyLaunchView.as_view(), name="study_launch"),

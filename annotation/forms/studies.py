@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from annotation.models import Study
+from annotation.models import PANEL_TOKEN_VALIDATOR, Study
 from annotation.services.studies import SETTINGS_FIELDS, study_settings_problems
 
 GOLD_HELP = {
@@ -103,4 +103,26 @@ class MemberAddForm(forms.Form):
         label="Username or e-mail",
         max_length=254,
         help_text="Someone who already has the researcher role.",
+    )
+
+
+class ProlificConnectionForm(forms.Form):
+    """The study's Prolific API token (never shown back) and the Prolific study to link."""
+
+    token = forms.CharField(
+        label="Prolific API token",
+        required=False,
+        max_length=500,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="From Prolific: Settings -> API tokens -> Create API token. Stored encrypted, "
+        "never shown again; empty keeps the stored one.",
+    )
+    prolific_study_id = forms.CharField(
+        label="Prolific study id",
+        required=False,
+        max_length=64,
+        validators=[PANEL_TOKEN_VALIDATOR],
+        help_text="The id in the Prolific study's URL (24 characters); Concord reads the study "
+        "with the token before it links it.",
     )

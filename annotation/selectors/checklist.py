@@ -130,6 +130,7 @@ def study_checklist(*, study: Study) -> Checklist:
         ),
         _pay_item(study),
         _panel_item(study),
+        _verification_item(study),
     ]
     items.extend(extra(study) for extra in CHECKLIST_EXTRA)
     return Checklist(items=tuple(items))
@@ -166,6 +167,30 @@ def _pay_item(study: Study) -> ChecklistItem:
         ok=plan.meets_floor,
         detail=detail,
         link="annotation:study_settings",
+    )
+
+
+def _verification_item(study: Study) -> ChecklistItem:
+    if study.prolific_token_encrypted:
+        detail = (
+            "a Prolific token is stored: each new entrant's SESSION_ID is checked with Prolific "
+            f"before any item; up to {study.prolific_unverified_max} may enter unverified while "
+            "Prolific cannot answer (checked again later)"
+        )
+    else:
+        detail = (
+            "no Prolific token: participants are unverified. Anyone who sees the study's link "
+            "(every participant does) can make up participants who hold pairs, use up places "
+            "and earn codes, and a made-up SESSION_ID can lock a real participant out. Paste a "
+            "token on the Prolific connection page"
+        )
+    return ChecklistItem(
+        key="verified",
+        label="Participants verified with Prolific",
+        ok=bool(study.prolific_token_encrypted),
+        detail=detail,
+        blocking=False,
+        link="annotation:study_prolific",
     )
 
 

@@ -24,6 +24,7 @@ from annotation.models import EntryLog, Study, Worker
 from annotation.panels import Panel, Participant
 from annotation.roles import Role
 from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotOpen
+from annotation.services.prolific import entry_places_check, entry_verify
 from config.clientaddr import client_address
 
 # A session counts as in use while it was seen within this many seconds (or the study's time
@@ -125,8 +126,10 @@ def entry_admit(*, study: Study, panel: Panel, params: Mapping[str, str], client
     Order of the checks: the refused-attempts bucket of the client's address (past its limit,
     refusals are answered 429 and not logged, but a valid entry still goes through, so garbage
     cannot lock real participants out), the study's status, the link (panel parameters, Prolific
-    STUDY_ID, signature), the binding of the participant to one panel session, then the study's
-    and the address's budgets of successful entries. Every refusal below the limit is logged.
+    STUDY_ID, signature), with a Prolific token the participant's submission on Prolific
+    (services.prolific.entry_verify) and the study's places, the binding of the participant to
+    one panel session, then the study's and the address's budgets of successful entries. Every
+    refusal below the limit is logged.
     """
     refused_limit = settings.CONCORD_ENTRY_REFUSED_PER_ADDRESS_PER_MINUTE
     flooded = _bucket_full(f"refused:{client.key}", limit=refused_limit)
@@ -135,8 +138,17 @@ def entry_admit(*, study: Study, panel: Panel, params: Mapping[str, str], client
             raise StudyNotOpen("This study is not taking judgments at the moment.")
         participant = panel.participant(study=study, params=params)
         _signature_check(study=study, panel=panel, params=params)
+        verification = Worker.Verification.NONE
+        if panel.key == Worker.Panel.PROLIFIC:
+            # Asks Prolific (at most once per new participant), before any worker row exists.
+            verification = entry_verify(study=study, participant=participant)
+            entry_places_check(study=study, participant=participant)
         worker = worker_enter(
-            study=study, panel=panel, participant=participant, session_key=client.session_key
+            study=study,
+            panel=panel,
+            participant=participant,
+            session_key=client.session_key,
+            verification=verification,
         )
     except (EntryRefused, StudyNotOpen) as exc:
         over = not _bucket_add(f"refused:{client.key}", limit=refused_limit)
@@ -215,12 +227,19 @@ def _session_in_use(*, worker: Worker, now: datetime) -> bool:
 
 @transaction.atomic
 def worker_enter(
-    *, study: Study, panel: Panel, participant: Participant, session_key: str | None
+    *,
+    study: Study,
+    panel: Panel,
+    participant: Participant,
+    session_key: str | None,
+    verification: Worker.Verification = Worker.Verification.NONE,
 ) -> Worker:
     """Find or create the worker (and their user) for a participant arriving from a panel.
 
     Locks the worker row. A participant is bound to the panel session id they first came with
-    (Prolific's SESSION_ID, one per submission): another one is refused (`TakeoverRefused`).
+    (Prolific's SESSION_ID, one per submission): another one is refused (`TakeoverRefused`),
+    unless Prolific has just verified the new one and not the old one (`verification`): then the
+    verified session takes the participant back from whoever entered with a made-up one.
     Refuses while another browser session holds this participant (and, for single-use invites,
     whenever another session ever held it). The caller logs the user in and then binds the new
     session with `worker_session_bind`.
@@ -239,7 +258,11 @@ def worker_enter(
         study=study,
         panel=panel.key,
         external_id=participant.external_id,
-        defaults={"user": user, "panel_session_id": participant.panel_session_id},
+        defaults={
+            "user": user,
+            "panel_session_id": participant.panel_session_id,
+            "prolific_verification": verification,
+        },
     )
     worker = (
         Worker.objects.select_for_update()
@@ -248,6 +271,23 @@ def worker_enter(
     )
     if worker.user_id != user.pk:
         raise EntryRefused("This participant id is already in use.")
+    verified = Worker.Verification.VERIFIED
+    if (
+        participant.panel_session_id
+        and worker.panel_session_id
+        and participant.panel_session_id != worker.panel_session_id
+        and verification == verified
+        and worker.prolific_verification != verified
+    ):
+        # The row was bound by an unverified entry with another SESSION_ID: Prolific says this
+        # one is the participant's, so it takes the row and its browser session back.
+        Worker.objects.filter(pk=worker.pk).update(
+            panel_session_id=participant.panel_session_id,
+            prolific_verification=verified,
+            session_key="",
+        )
+        worker.panel_session_id = participant.panel_session_id
+        worker.prolific_verification, worker.session_key = verified, ""
     if (
         participant.panel_session_id
         and worker.panel_session_id
@@ -268,6 +308,9 @@ def worker_enter(
     if participant.panel_session_id and not worker.panel_session_id:
         worker.panel_session_id = participant.panel_session_id
         worker.save(update_fields=["panel_session_id"])
+    if verification == verified and worker.prolific_verification != verified:
+        Worker.objects.filter(pk=worker.pk).update(prolific_verification=verified)
+        worker.prolific_verification = verified
     return worker
 
 

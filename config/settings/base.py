@@ -177,6 +177,17 @@ CONCORD_ENTRY_PER_ADDRESS_PER_MINUTE: int = env.int(
     "CONCORD_ENTRY_PER_ADDRESS_PER_MINUTE", default=60
 )
 
+# --- Prolific ---------------------------------------------------------------------------------
+# Prolific's API for Data Collectors. The base URL is the deployment's, never a researcher's; its
+# host (host:port, or host:* for any port) must be on the allow-list, so a mistaken setting cannot
+# send a study's token elsewhere. Tests point it at a local fake server.
+PROLIFIC_API_BASE: str = env.str("PROLIFIC_API_BASE", default="https://api.prolific.com")
+CONCORD_PROLIFIC_HOST_ALLOWLIST: list[str] = env.list(
+    "CONCORD_PROLIFIC_HOST_ALLOWLIST", default=["api.prolific.com"]
+)
+# Seconds to connect and to read one reply of Prolific's API (entry waits on one look-up).
+PROLIFIC_API_TIMEOUT_SECONDS: float = env.float("PROLIFIC_API_TIMEOUT_SECONDS", default=5.0)
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -301,6 +312,12 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Reservations stop counting at their expiry anyway; this brings their stored status in line.
     "annotation-assignments-expire": {"task": "annotation.assignments_expire", "schedule": 60.0},
+    # Participants let in unverified while Prolific could not answer: verified, or excluded.
+    "annotation-prolific-unverified-recheck": {
+        "task": "annotation.prolific_unverified_recheck",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
+    },
     # Lost export jobs queued again, old export files deleted.
     "leaderboard-exports-maintain": {"task": "leaderboard.exports_maintain", "schedule": 300.0},
 }

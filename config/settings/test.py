@@ -22,3 +22,6 @@ WHITENOISE_AUTOREFRESH = True
 
 # The fake OpenAI server of the judge tests listens on a free port of this machine.
 CONCORD_JUDGE_HOST_ALLOWLIST = [*CONCORD_JUDGE_HOST_ALLOWLIST, "127.0.0.1:*", "localhost:*"]  # noqa: F405
+# The fake Prolific server of the tests, likewise (tests set PROLIFIC_API_BASE to its address).
+CONCORD_PROLIFIC_HOST_ALLOWLIST = [*CONCORD_PROLIFIC_HOST_ALLOWLIST, "127.0.0.1:*"]  # noqa: F405
+PROLIFIC_API_TIMEOUT_SECONDS = 2.0

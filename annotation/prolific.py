@@ -1,0 +1,164 @@
+"""A small client of Prolific's API for Data Collectors (docs.prolific.com): httpx, deadlines,
+the deployment's base URL (PROLIFIC_API_BASE) on an allow-list of hosts.
+
+Only what Concord uses: a study, its submissions, one submission. Errors fall in three kinds a
+caller can act on: the token was refused (401/403: ask the researcher for a new one), the thing
+asked for does not exist (404), or Prolific could not answer (timeouts, refused connections,
+429, 5xx: degrade, try later). The token goes in the Authorization header and nowhere else: no
+message, log line or exception here contains it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+
+
+class ProlificError(Exception):
+    """A failed call; `message` is fit for a researcher's page (it never holds the token)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class ProlificTokenRefused(ProlificError):
+    """Prolific refused the token (401 or 403)."""
+
+
+class ProlificNotFound(ProlificError):
+    """No such study or submission for this token (404)."""
+
+
+class ProlificUnavailable(ProlificError):
+    """Prolific did not answer in time, or answered 429 or 5xx: nothing is known."""
+
+
+class ProlificNotAllowed(ProlificError):
+    """PROLIFIC_API_BASE names a host that is not on CONCORD_PROLIFIC_HOST_ALLOWLIST."""
+
+
+@dataclass(frozen=True)
+class ProlificStudy:
+    id: str
+    name: str
+    status: str
+    places: int
+    places_taken: int
+
+
+@dataclass(frozen=True)
+class ProlificSubmission:
+    id: str
+    study_id: str
+    participant_id: str
+    status: str
+
+
+def api_base() -> str:
+    """The configured base URL, checked against the allow-list (host, host:port or host:*)."""
+    base = settings.PROLIFIC_API_BASE.rstrip("/")
+    parts = urlsplit(base)
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    allowed = {entry.lower() for entry in settings.CONCORD_PROLIFIC_HOST_ALLOWLIST}
+    ok = (port is None and host in allowed) or f"{host}:{port}" in allowed or f"{host}:*" in allowed
+    if parts.scheme not in ("https", "http") or not ok:
+        raise ProlificNotAllowed(
+            f"PROLIFIC_API_BASE's host {host!r} is not on CONCORD_PROLIFIC_HOST_ALLOWLIST."
+        )
+    if parts.scheme == "http" and host not in ("127.0.0.1", "localhost"):
+        raise ProlificNotAllowed("PROLIFIC_API_BASE must use https.")
+    return base
+
+
+class ProlificClient:
+    """One study's connection: its token, the deployment's base URL and deadline."""
+
+    def __init__(self, *, token: str, timeout: float | None = None) -> None:
+        self._token = token
+        seconds = settings.PROLIFIC_API_TIMEOUT_SECONDS if timeout is None else timeout
+        self._timeout = httpx.Timeout(seconds)
+
+    def __repr__(self) -> str:  # never the token
+        return "ProlificClient()"
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        url = api_base() + path
+        headers = {"Authorization": f"Token {self._token}", "Accept": "application/json"}
+        try:
+            with httpx.Client(timeout=self._timeout, follow_redirects=False) as client:
+                response = client.request(method, url, headers=headers, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ProlificUnavailable("Prolific did not answer in time.") from exc
+        except httpx.HTTPError as exc:
+            raise ProlificUnavailable(
+                f"Prolific could not be reached ({type(exc).__name__})."
+            ) from exc
+        status = response.status_code
+        if status in (401, 403):
+            raise ProlificTokenRefused(
+                f"Prolific refused the API token ({status}). Paste the whole token again, from "
+                "Prolific's Settings -> API tokens, and check it was not deleted there.",
+                status=status,
+            )
+        if status == 404:
+            raise ProlificNotFound("Prolific has no such item for this token (404).", status=404)
+        if status == 429 or status >= 500:
+            raise ProlificUnavailable(
+                f"Prolific answered {status}; try again later.", status=status
+            )
+        if status >= 300:
+            raise ProlificError(f"Prolific refused the request ({status}).", status=status)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProlificUnavailable("Prolific's reply was not JSON.", status=status) from exc
+
+    def study_get(self, study_id: str) -> ProlificStudy:
+        """GET /api/v1/studies/{id}/."""
+        body = self._call("GET", f"/api/v1/studies/{study_id}/")
+        return ProlificStudy(
+            id=str(body.get("id", "")),
+            name=str(body.get("name", "")),
+            status=str(body.get("status", "")),
+            places=int(body.get("total_available_places") or 0),
+            places_taken=int(body.get("places_taken") or 0),
+        )
+
+    def submission_get(self, submission_id: str) -> ProlificSubmission:
+        """GET /api/v1/submissions/{id}/ (the id is the participant's SESSION_ID)."""
+        body = self._call("GET", f"/api/v1/submissions/{submission_id}/")
+        return ProlificSubmission(
+            id=str(body.get("id", "")),
+            study_id=str(body.get("study_id", "")),
+            participant_id=str(body.get("participant") or body.get("participant_id") or ""),
+            status=str(body.get("status", "")),
+        )
+
+    def submissions_list(self, study_id: str) -> list[ProlificSubmission]:
+        """GET /api/v1/submissions/?study={id}, every page."""
+        out: list[ProlificSubmission] = []
+        page = 1
+        while True:
+            body = self._call(
+                "GET", "/api/v1/submissions/", params={"study": study_id, "page": page}
+            )
+            for row in body.get("results", []):
+                out.append(
+                    ProlificSubmission(
+                        id=str(row.get("id", "")),
+                        study_id=study_id,
+                        participant_id=str(row.get("participant_id", "")),
+                        status=str(row.get("status", "")),
+                    )
+                )
+            following = ((body.get("_links") or {}).get("next") or {}).get("href")
+            if not following or not body.get("results"):
+                return out
+            page += 1
