@@ -27,12 +27,11 @@ from leaderboard.report import agreement, leaderboards, per_category
 from leaderboard.report import position_bias as position_bias_section
 from leaderboard.report.agreement import FleissResult, Kappa, WeightedKappa
 from leaderboard.report.base import ReportData
-from leaderboard.report.per_category import CategoryRow, JudgeCorrelation, PerCategoryResult
+from leaderboard.report.per_category import CategoryRow, PerCategoryResult
 from leaderboard.report.position_bias import JudgeBias, ShareFn
 from leaderboard.stats import pairwise
 from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
 from leaderboard.stats.bias import position_bias
-from leaderboard.stats.correlation import correlation
 from leaderboard.stats.likert import preference_sign
 from leaderboard.stats.majority import LABELS, people_majority
 from leaderboard.stats.pairwise import AgreementInterval, Level
@@ -232,6 +231,7 @@ def _per_category(data: ReportData) -> PerCategoryResult:
     has_likert = human["likert"].notna().any() and judges["likert"].notna().any()
     scale = "likert" if has_likert else "preference_sign"
     category_of = votes.pairs.set_index("pair_id")["category"]
+    prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
     people_all = unit_scores(human, scale)
     judge_all = {source: unit_scores(data.frames[source], scale) for source in sources}
     people_by_category = dict(
@@ -245,9 +245,8 @@ def _per_category(data: ReportData) -> PerCategoryResult:
             judge = judge_all[source]
             both = people.index.intersection(judge.index)
             xs, ys = people.loc[both].to_numpy(), judge.loc[both].to_numpy()
-            entry[source] = JudgeCorrelation(
-                correlation(xs, ys, "pearson"), correlation(xs, ys, "spearman")
-            )
+            prompts = prompt_of.reindex(both).to_numpy(dtype=np.int64)
+            entry[source] = per_category.category_correlation(data, xs, ys, prompts)
         rows.append(CategoryRow(category, len(people), entry))
     return PerCategoryResult(scale, per_category.DEFINITION, rows)  # type: ignore[arg-type]
 

@@ -29,6 +29,7 @@ from leaderboard.report.base import (
 from leaderboard.stats.agreement import (
     Level,
     cohen_kappa,
+    fleiss_kappa_generalized_interval,
     fleiss_kappa_interval,
     krippendorff_alpha_interval,
 )
@@ -53,7 +54,9 @@ DEFINITION = (
 RELIABILITY_NOTE = (
     "Fleiss' kappa on the units with the most common number of votes (Fleiss 1971 needs the same "
     "number of ratings per unit; 'computed on' says how many of the units with two or more votes "
-    "that is); Krippendorff's alpha on every unit with two or more votes; "
+    "that is); Fleiss' kappa generalised to varying numbers of votes (Gwet 2014: each unit's "
+    "agreement over its own r_i (r_i - 1) vote pairs, category shares averaged over units) and "
+    "Krippendorff's alpha on every unit with two or more votes; "
     "Cohen's kappa of each judge against the people's majority label per unit; quadratic-weighted "
     "kappa of Likert scores, vote by vote."
 )
@@ -137,6 +140,8 @@ class HumanVsHuman:
     ci: AgreementCI
     fleiss_kappa: FleissResult
     krippendorff_alpha: AlphaResult
+    # Every unit with two or more votes, however many (Gwet 2014's generalised Fleiss' kappa).
+    fleiss_kappa_generalized: FleissResult | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +239,41 @@ def _with_ci(
     )
 
 
+def _unit_counts(human: pd.DataFrame) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """The units x (A, B, tie) vote counts, units in pair id order, and their pair ids."""
+    units, pair_ids = pd.factorize(human["pair_id"], sort=True)
+    labels = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
+    known = labels >= 0
+    n_units = int(units.max()) + 1 if len(units) else 0
+    counts = np.bincount(
+        units[known] * len(LABELS) + labels[known], minlength=n_units * len(LABELS)
+    ).reshape(n_units, len(LABELS))
+    return counts, np.asarray(pair_ids)
+
+
+def _fleiss_generalized(
+    human: pd.DataFrame, params: ReportParams, prompt_of: pd.Series
+) -> FleissResult:
+    """Fleiss' kappa generalised to varying numbers of votes (Gwet 2014) over every unit with
+    two or more votes, with the same bootstrap as the modal-count kappa."""
+    counts, pair_ids = _unit_counts(human)
+    rated = counts.sum(axis=1) >= 2
+    if not rated.any():
+        return FleissResult(float("nan"), 0, None, 0)
+    clusters = None
+    if params.resample == "prompt":
+        clusters = prompt_of.reindex(pair_ids[rated]).to_numpy()
+    kappa = fleiss_kappa_generalized_interval(
+        counts[rated],
+        clusters,
+        rounds=params.ci_rounds,
+        confidence=params.confidence,
+        seed=params.seed,
+    )
+    units = int(rated.sum())
+    return FleissResult(kappa.estimate, units, None, units, _reliability_ci(kappa, params))
+
+
 def _fleiss_table(
     human: pd.DataFrame,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], int, int | None]:
@@ -243,13 +283,7 @@ def _fleiss_table(
 
     The counts come from label codes per unit (votes without a label left out), units in pair
     id order; the most common number of votes is the smallest on a tie."""
-    units, pair_ids = pd.factorize(human["pair_id"], sort=True)
-    labels = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
-    known = labels >= 0
-    n_units = int(units.max()) + 1 if len(units) else 0
-    counts = np.bincount(
-        units[known] * len(LABELS) + labels[known], minlength=n_units * len(LABELS)
-    ).reshape(n_units, len(LABELS))
+    counts, pair_ids = _unit_counts(human)
     per_unit = counts.sum(axis=1)
     rated = per_unit[per_unit >= 2]
     if rated.size == 0:
@@ -387,7 +421,7 @@ def agreement_compute(data: ReportData) -> AgreementResult:
     prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
     s1, s2, ci = _with_ci(human, None, params, prompt_of)
     fleiss, alpha = _reliability(human, params, prompt_of)
-    people = HumanVsHuman(s1, s2, ci, fleiss, alpha)
+    people = HumanVsHuman(s1, s2, ci, fleiss, alpha, _fleiss_generalized(human, params, prompt_of))
     judges = {}
     for source in votes.sources:
         mine = data.frames[source.name]
@@ -515,6 +549,19 @@ class AgreementSection(Section[AgreementResult]):
         )
         reliability: list[tuple[Any, ...]] = [
             ("human vs human", "Fleiss' kappa", fleiss.kappa, *_ends(fleiss.ci), fleiss_on),
+        ]
+        general = people.fleiss_kappa_generalized
+        if general is not None:
+            reliability.append(
+                (
+                    "human vs human",
+                    "Fleiss' kappa, generalised (varying votes per unit)",
+                    general.kappa,
+                    *_ends(general.ci),
+                    f"all {general.units} units with 2+ votes (Gwet 2014)",
+                )
+            )
+        reliability += [
             (
                 "human vs human",
                 "Krippendorff's alpha (nominal, preference)",

@@ -29,6 +29,7 @@ import pandas as pd
 from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
 from leaderboard.stats.bootstrap import ClusterProportion, cluster_share
+from leaderboard.stats.correlation import Correlation, correlation, correlation_over_clusters
 
 HUMAN = "human"
 R = TypeVar("R")
@@ -377,6 +378,37 @@ def share_over_prompts(
         unit=unit,
         resampled=unit if clusters is None else "prompt",
         rounds=rounds_within(params.ci_rounds, drawn, BT_PROMPT_DRAWS_BUDGET),
+        seed=params.seed,
+        confidence=params.confidence,
+    )
+
+
+# Up to this many items a correlation gets the bootstrap over prompts; beyond it (a large
+# sample, where Fisher's z holds) the Fisher-z interval, so a report stays in its time.
+BOOTSTRAP_UNITS = 20_000
+
+
+def correlation_over_prompts(
+    data: ReportData,
+    xs: npt.NDArray[np.float64],
+    ys: npt.NDArray[np.float64],
+    prompts: npt.NDArray[np.int64] | None,
+    method: Literal["pearson", "spearman"],
+) -> Correlation:
+    """A correlation over units or votes with the report's interval: a bootstrap over their
+    prompts (:func:`leaderboard.stats.correlation.correlation_over_clusters`; each item its own
+    cluster when ``prompts`` is None or ``resample == "vote"``), seed and ci_rounds as the
+    report's, cut to 2M item draws (never below 100); Fisher's z past BOOTSTRAP_UNITS items."""
+    params = data.params
+    if len(xs) > BOOTSTRAP_UNITS:
+        return correlation(xs, ys, method, confidence=params.confidence)
+    clusters = prompts if prompts is not None and params.resample == "prompt" else None
+    return correlation_over_clusters(
+        xs,
+        ys,
+        np.arange(len(xs)) if clusters is None else clusters,
+        method,
+        rounds=rounds_within(params.ci_rounds, len(xs), BT_PROMPT_DRAWS_BUDGET),
         seed=params.seed,
         confidence=params.confidence,
     )

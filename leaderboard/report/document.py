@@ -31,7 +31,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 class ReportPayloadError(ValueError):

@@ -22,7 +22,7 @@ from leaderboard.report.base import (
     Table,
     rounds_within,
 )
-from leaderboard.stats.correlation import Correlation
+from leaderboard.stats.correlation import FEW_ITEMS, Correlation
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.ranking import RankCorrelation, rank_correlation
 from leaderboard.stats.ratings import (
@@ -222,10 +222,44 @@ class LeaderboardsSection(Section[LeaderboardsResult]):
             Table(
                 "rank-correlation",
                 "Rank correlation between leaderboards (Bradley-Terry ratings)",
-                ("a", "b", "spearman rho", "kendall tau", "models"),
+                (
+                    "a",
+                    "b",
+                    "spearman rho",
+                    "lower",
+                    "upper",
+                    "p",
+                    "kendall tau",
+                    "lower",
+                    "upper",
+                    "p",
+                    "models",
+                    "interval",
+                    "p-value",
+                ),
                 tuple(
-                    (r.a, r.b, r.spearman.estimate, r.kendall.estimate, len(r.models))
+                    (
+                        r.a,
+                        r.b,
+                        r.spearman.estimate,
+                        r.spearman.lower,
+                        r.spearman.upper,
+                        r.spearman.p_value,
+                        r.kendall.estimate,
+                        r.kendall.lower,
+                        r.kendall.upper,
+                        r.kendall.p_value,
+                        len(r.models),
+                        r.kendall.interval,
+                        r.kendall.p_method,
+                    )
                     for r in result.rank_correlation
+                ),
+                note=(
+                    f"Under {FEW_ITEMS} models there is no interval (Fisher's z needs a large "
+                    "sample; a perfect ranking of 6 models would read [1, 1]) and the p-value is "
+                    "exact: the share of the n! orderings of one board whose |correlation| is at "
+                    "least the observed one."
                 ),
             )
         )

@@ -15,11 +15,14 @@ from leaderboard.report.base import (
     ReportData,
     Section,
     Table,
+    correlation_over_prompts,
+    prompt_clusters,
     share_over_prompts,
 )
-from leaderboard.stats.bias import length_bias, prefers_longer
+from leaderboard.stats.bias import prefers_longer
 from leaderboard.stats.bootstrap import ClusterProportion
-from leaderboard.stats.correlation import Correlation, correlation
+from leaderboard.stats.correlation import Correlation
+from leaderboard.stats.likert import preference_sign
 
 NO_TEXTS = "no answer texts"
 DEFINITION = (
@@ -28,7 +31,8 @@ DEFINITION = (
     "naming the longer answer, with a bootstrap interval over prompts (every vote of a drawn "
     "prompt; interval unit: prompt). correlation_preference: Spearman between "
     "len(B) - len(A) and the vote (A = -1, tie = 0, B = +1), ties included; correlation_likert: "
-    "Spearman between len(B) - len(A) and the canonical Likert score (8 = B much better). "
+    "Spearman between len(B) - len(A) and the canonical Likert score (8 = B much better); "
+    "both with a bootstrap interval over prompts (Fisher's z past 20,000 votes). "
     "Positive means longer answers are preferred."
 )
 NO_TEXTS_NOTE = (
@@ -56,21 +60,15 @@ class LengthBiasResult:
 
 
 def _source(data: ReportData, frame: pd.DataFrame, lengths: pd.DataFrame) -> SourceLength:
-    confidence = data.params.confidence
     merged = frame[["pair_id", "label", "likert"]].merge(
         lengths[["pair_id", "len_a", "len_b"]], on="pair_id", how="inner"
     )
     merged = merged[(merged["len_a"] > 0) & (merged["len_b"] > 0)]
-    bias = length_bias(
-        merged["len_a"].to_numpy(),
-        merged["len_b"].to_numpy(),
-        merged["label"],
-        confidence=confidence,
-    )
     decisive, longer = prefers_longer(
         merged["len_a"].to_numpy(), merged["len_b"].to_numpy(), merged["label"]
     )
     pair_ids = merged["pair_id"].to_numpy(dtype=np.int64)
+    prompts = prompt_clusters(data, pair_ids)
     diff = (merged["len_b"] - merged["len_a"]).to_numpy(dtype=np.float64)
     likert = merged["likert"].astype("float64").to_numpy()
     return SourceLength(
@@ -79,8 +77,10 @@ def _source(data: ReportData, frame: pd.DataFrame, lengths: pd.DataFrame) -> Sou
         prefers_longer=share_over_prompts(
             data, longer[decisive], pair_ids[decisive], unit="decisive vote"
         ),
-        correlation_preference=bias.correlation,
-        correlation_likert=correlation(diff, likert, "spearman", confidence=confidence),
+        correlation_preference=correlation_over_prompts(
+            data, diff, preference_sign(merged["label"]), prompts, "spearman"
+        ),
+        correlation_likert=correlation_over_prompts(data, diff, likert, prompts, "spearman"),
     )
 
 

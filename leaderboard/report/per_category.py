@@ -11,8 +11,15 @@ import numpy.typing as npt
 import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
-from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
-from leaderboard.stats.correlation import Correlation, correlation
+from leaderboard.report.base import (
+    Plot,
+    RenderContext,
+    ReportData,
+    Section,
+    Table,
+    correlation_over_prompts,
+)
+from leaderboard.stats.correlation import Correlation
 from leaderboard.stats.likert import preference_sign
 
 DEFINITION = (
@@ -63,6 +70,21 @@ def unit_scores(
         return np.where(count > 0, total / count, np.nan), count > 0
 
 
+def category_correlation(
+    data: ReportData,
+    xs: npt.NDArray[np.float64],
+    ys: npt.NDArray[np.float64],
+    prompts: npt.NDArray[np.int64],
+) -> JudgeCorrelation:
+    """Pearson and Spearman over a category's units with their intervals over the units'
+    prompts (:func:`leaderboard.report.base.correlation_over_prompts`): unit scores are
+    heavily tied and the units of one prompt are not independent."""
+    return JudgeCorrelation(
+        correlation_over_prompts(data, xs, ys, prompts, "pearson"),
+        correlation_over_prompts(data, xs, ys, prompts, "spearman"),
+    )
+
+
 def per_category_compute(data: ReportData) -> PerCategoryResult:
     """Per category: correlation over units between the people's mean score and each judge's.
 
@@ -77,6 +99,7 @@ def per_category_compute(data: ReportData) -> PerCategoryResult:
         pairs = pairs.sort_values("pair_id", kind="stable")
     pair_ids = pairs["pair_id"].to_numpy(dtype=np.int64)
     category_codes, names = pd.factorize(pairs["category"], sort=True)
+    pair_prompts = pairs["prompt_id"].to_numpy(dtype=np.int64)
     people, people_has = unit_scores(human, scale, pair_ids)
     sources = data.judge_names
     judge_all = {s: unit_scores(data.frames[s], scale, pair_ids) for s in sources}
@@ -87,9 +110,8 @@ def per_category_compute(data: ReportData) -> PerCategoryResult:
         for source in sources:
             judge, judge_has = judge_all[source]
             both = mine & judge_has
-            xs, ys = people[both], judge[both]
-            entry[source] = JudgeCorrelation(
-                correlation(xs, ys, "pearson"), correlation(xs, ys, "spearman")
+            entry[source] = category_correlation(
+                data, people[both], judge[both], pair_prompts[both]
             )
         rows.append(CategoryRow(str(category), int(mine.sum()), entry))
     return PerCategoryResult(scale, DEFINITION, rows)
@@ -100,7 +122,8 @@ class PerCategorySection(Section[PerCategoryResult]):
     title = "Correlation with people per category"
     definition = (
         "Within each category, the correlation over units between the people's mean score and "
-        "each judge's score (Pearson r with a Fisher-z interval; Spearman rho)."
+        "each judge's score (Pearson r and Spearman rho, each with a bootstrap interval over "
+        "prompts)."
     )
     result_type = PerCategoryResult
 
@@ -120,14 +143,28 @@ class PerCategorySection(Section[PerCategoryResult]):
                         pearson.lower,
                         pearson.upper,
                         spearman.estimate,
+                        spearman.lower,
+                        spearman.upper,
                         pearson.n,
+                        pearson.interval,
                     )
                 )
         return [
             Table(
                 "category-correlation",
                 "Correlation with people per category",
-                ("category", "judge", "pearson r", "lower", "upper", "spearman rho", "units"),
+                (
+                    "category",
+                    "judge",
+                    "pearson r",
+                    "lower",
+                    "upper",
+                    "spearman rho",
+                    "spearman lower",
+                    "spearman upper",
+                    "units",
+                    "interval",
+                ),
                 tuple(rows),
                 note=result.definition,
             )

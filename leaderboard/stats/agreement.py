@@ -32,6 +32,8 @@ __all__ = [
     "bootstrap_agreement_ci",
     "cohen_kappa",
     "fleiss_kappa",
+    "fleiss_kappa_generalized",
+    "fleiss_kappa_generalized_interval",
     "fleiss_kappa_interval",
     "krippendorff_alpha",
     "krippendorff_alpha_from_long",
@@ -418,6 +420,86 @@ def fleiss_kappa_interval(
         p_bar = sums[:, 1] / subjects
         p_e = ((sums[:, 2:] / (subjects[:, None] * n)) ** 2).sum(axis=1)
         kappas = np.where(np.isclose(p_e, 1.0), math.nan, (p_bar - p_e) / (1.0 - p_e))
+    return percentile_interval(
+        estimate, kappas, confidence=confidence, seed=seed, clusters=rows.shape[0]
+    )
+
+
+def _generalized_rows(table: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per subject with two or more ratings: [1, P_i, n_i1 / n_i, ..., n_ik / n_i]."""
+    n_i = table.sum(axis=1)
+    keep = n_i >= 2
+    table, n_i = table[keep], n_i[keep]
+    p_i = ((table * (table - 1.0)).sum(axis=1)) / (n_i * (n_i - 1.0))
+    return np.column_stack([np.ones(len(table)), p_i, table / n_i[:, None]])
+
+
+def _generalized_kappa(sums: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    subjects = sums[..., 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_a = sums[..., 1] / subjects
+        p_e = ((sums[..., 2:] / subjects[..., None]) ** 2).sum(axis=-1)
+        return np.asarray(
+            np.where(np.isclose(p_e, 1.0), math.nan, (p_a - p_e) / (1.0 - p_e)), dtype=np.float64
+        )
+
+
+def fleiss_kappa_generalized(counts: npt.ArrayLike) -> float:
+    """Return Fleiss' kappa generalised to subjects rated by different numbers of raters.
+
+    Formula, over the n' subjects with r_i >= 2 ratings (r_ik of them in category k):
+    ``p_a = (1/n') sum_i sum_k r_ik (r_ik - 1) / (r_i (r_i - 1))``,
+    ``pi_k = (1/n') sum_i r_ik / r_i``, ``p_e = sum_k pi_k^2``,
+    ``kappa = (p_a - p_e) / (1 - p_e)``. Source: K. L. Gwet (2014), "Handbook of Inter-Rater
+    Reliability", 4th ed., section 2.4 (Fleiss' generalised kappa with missing ratings; Gwet
+    averages pi_k over the subjects with one rating or more, here those with two or more, the
+    subjects p_a uses). With the same number n of ratings on every subject it is Fleiss (1971)'s
+    kappa (:func:`fleiss_kappa`): P_i = (sum_k r_ik^2 - n) / (n (n - 1)) and pi_k = p_k. NaN
+    without a subject with two ratings, or when ``p_e = 1``.
+    """
+    table = np.asarray(counts, dtype=np.float64)
+    if table.ndim != 2:
+        raise ValueError("counts must be a 2-D subjects x categories table")
+    if table.size and (table < 0).any():
+        raise ValueError("counts must be non-negative")
+    rows = _generalized_rows(table)
+    if rows.shape[0] == 0:
+        return math.nan
+    return float(_generalized_kappa(rows.sum(axis=0)))
+
+
+def fleiss_kappa_generalized_interval(
+    counts: npt.ArrayLike,
+    clusters: npt.ArrayLike | None = None,
+    *,
+    rounds: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """:func:`fleiss_kappa_generalized` with a bootstrap percentile interval over subjects or
+    their clusters (one id per subject, e.g. its prompt). The kappa depends on the subjects
+    only through the sums of [1, P_i, r_ik / r_i], so a round sums the drawn clusters' rows
+    (:func:`cluster_sums`; Efron & Tibshirani 1993, section 8.5). Subjects with fewer than two
+    ratings are left out before drawing; rounds where kappa is undefined are skipped."""
+    table = np.asarray(counts, dtype=np.float64)
+    estimate = fleiss_kappa_generalized(table)
+    if math.isnan(estimate):
+        return percentile_interval(
+            math.nan, np.full(rounds, math.nan), confidence=confidence, seed=seed, clusters=0
+        )
+    keep = table.sum(axis=1) >= 2
+    rows = _generalized_rows(table)
+    if clusters is not None:
+        ids = np.asarray(clusters)
+        if ids.shape != (len(table),):
+            raise ValueError("clusters must give one id per subject")
+        codes, uniques = pd.factorize(pd.Series(ids[keep], copy=False), sort=True)
+        if (codes < 0).any():
+            raise ValueError("clusters must give every subject a cluster id (found a missing one)")
+        summed = np.zeros((len(uniques), rows.shape[1]))
+        np.add.at(summed, codes, rows)
+        rows = summed
+    kappas = _generalized_kappa(cluster_sums(rows, rounds=rounds, seed=seed))
     return percentile_interval(
         estimate, kappas, confidence=confidence, seed=seed, clusters=rows.shape[0]
     )

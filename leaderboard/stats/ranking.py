@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from leaderboard.stats.correlation import Correlation, correlation
+from leaderboard.stats.correlation import Correlation, rank_correlation_few
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,10 @@ def rank_correlation(
 
     Only models present (with a non-NaN rating) in both leaderboards are compared; their names are
     returned in ``models``. Formulas and intervals as :func:`correlation` (Spearman 1904; Kendall
-    1938, tau-b for ties). Used to ask whether a judge ranks models the way people do (H4 study,
-    Chatbot Arena vs MT-Bench in Zheng et al. 2023).
+    1938, tau-b for ties); with fewer than FEW_ITEMS (10) models there is no interval ("too few
+    systems for an interval") and the p-value is the exact permutation one
+    (:func:`leaderboard.stats.correlation.rank_correlation_few`). Used to ask whether a judge
+    ranks models the way people do (H4 study, Chatbot Arena vs MT-Bench in Zheng et al. 2023).
     """
     a = pd.Series(ratings_a, dtype="float64").dropna()
     b = pd.Series(ratings_b, dtype="float64").dropna()
@@ -35,7 +37,7 @@ def rank_correlation(
     xs = a.loc[common].to_numpy()
     ys = b.loc[common].to_numpy()
     return RankCorrelation(
-        spearman=correlation(xs, ys, "spearman"),
-        kendall=correlation(xs, ys, "kendall"),
+        spearman=rank_correlation_few(xs, ys, "spearman"),
+        kendall=rank_correlation_few(xs, ys, "kendall"),
         models=tuple(str(m) for m in common),
     )

@@ -79,6 +79,7 @@ def test_every_key_the_report_writes_is_in_the_documented_schema(
     assert set(report) == set(documented)
     # Keys that are data, not schema: source, category and model names, histogram scores.
     data_keys = set(report["metadata"]["sources"]) | {str(score) for score in range(1, 9)}
+    data_keys |= {m for s in report["win_rates"]["sources"].values() for m in s["models"]}
     order = list(documented)
     for top, section in report.items():
         allowed = names(documented[top])

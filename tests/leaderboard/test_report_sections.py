@@ -487,3 +487,28 @@ def test_answer_texts_edited_in_place_give_new_length_numbers_when_a_recompute_i
     assert second.pk == first.pk  # one snapshot per key, recomputed
     assert second.payload is not None
     assert second.payload["length_bias"]["status"] == "no answer texts"
+
+
+def test_small_samples_get_a_method_fit_for_their_size(world: World) -> None:
+    report = agreement_report_build(study=world.study, params=FAST)
+    # Four systems: no interval for a rank correlation, an exact permutation p-value instead.
+    pairs = [p for p in report["leaderboards"]["rank_correlation"] if len(p["models"]) == 4]
+    assert pairs
+    for pair in pairs:
+        for name in ("spearman", "kendall"):
+            corr = pair[name]
+            assert corr["estimate"] is not None
+            assert corr["interval"] == "too few systems for an interval"
+            assert corr["lower"] is None and corr["upper"] is None
+            assert corr["p_method"] == "exact permutation"
+    # Per-category correlations of tied unit scores: a bootstrap over the category's prompts.
+    for entry in report["per_category"]["categories"]:
+        for name in ("pearson", "spearman"):
+            corr = entry["judges"]["judge x"][name]
+            assert corr["interval"] == "prompt bootstrap"
+            assert corr["lower"] <= corr["estimate"] <= corr["upper"]
+    # Every pair has three votes: the generalised Fleiss' kappa is Fleiss' kappa on them all.
+    people = report["human_vs_human"]
+    general, fleiss = people["fleiss_kappa_generalized"], people["fleiss_kappa"]
+    assert general["units"] == fleiss["units"] == len(world.pairs)
+    assert general["kappa"] == pytest.approx(fleiss["kappa"], abs=1e-9)

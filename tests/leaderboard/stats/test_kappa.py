@@ -2,8 +2,14 @@ import math
 
 import numpy as np
 import pytest
+from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss
 
-from leaderboard.stats.agreement import cohen_kappa, fleiss_kappa
+from leaderboard.stats.agreement import (
+    cohen_kappa,
+    fleiss_kappa,
+    fleiss_kappa_generalized,
+    fleiss_kappa_generalized_interval,
+)
 
 # Wikipedia, "Fleiss' kappa", worked example: 10 subjects, 14 raters, 5 categories.
 FLEISS_EXAMPLE = [
@@ -115,3 +121,33 @@ def test_cohen_kappa_is_nan_when_chance_agreement_is_certain(a: list[str], b: li
 def test_cohen_kappa_rejects_a_label_outside_the_given_categories() -> None:
     with pytest.raises(ValueError, match="categories"):
         cohen_kappa(["a", "z"], ["a", "a"], categories=["a", "b"])
+
+
+def test_generalised_fleiss_kappa_of_varying_rater_counts_by_hand() -> None:
+    # Unit 1: 3 votes A A B; unit 2: 2 votes B B; unit 3: 4 votes A A A tie; unit 4: 1 vote.
+    table = [[2, 1, 0], [0, 2, 0], [3, 0, 1], [1, 0, 0]]
+    # P_i = sum_k r_ik (r_ik - 1) / (r_i (r_i - 1)): 2/6, 2/2, 6/12; unit 4 has no vote pair.
+    p_a = (2 / 6 + 1 + 6 / 12) / 3
+    # pi_k = mean over the three units of r_ik / r_i.
+    pi = [(2 / 3 + 0 + 3 / 4) / 3, (1 / 3 + 1 + 0) / 3, (0 + 0 + 1 / 4) / 3]
+    p_e = sum(p * p for p in pi)
+    assert fleiss_kappa_generalized(table) == pytest.approx((p_a - p_e) / (1 - p_e))
+
+
+def test_generalised_fleiss_kappa_is_fleiss_kappa_when_every_unit_has_the_same_count() -> None:
+    rng = np.random.default_rng(5)
+    table = rng.multinomial(4, [0.5, 0.3, 0.2], size=30)
+    assert fleiss_kappa_generalized(table) == pytest.approx(fleiss_kappa(table), abs=1e-12)
+    assert fleiss_kappa_generalized(table) == pytest.approx(
+        statsmodels_fleiss(table, method="fleiss"), abs=1e-12
+    )
+
+
+def test_the_generalised_interval_resamples_prompts_and_holds_the_estimate() -> None:
+    rng = np.random.default_rng(6)
+    table = np.vstack([rng.multinomial(n, [0.6, 0.3, 0.1]) for n in rng.integers(1, 6, 60)])
+    prompts = np.arange(60) // 3
+    result = fleiss_kappa_generalized_interval(table, prompts, rounds=300, seed=1)
+    assert result.estimate == fleiss_kappa_generalized(table)
+    assert result.lower < result.estimate < result.upper
+    assert result.clusters == len(set(prompts[table.sum(axis=1) >= 2].tolist()))
