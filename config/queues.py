@@ -14,3 +14,6 @@ class Queue(StrEnum):
     JUDGE_RECONCILE = "judge_reconcile"
     REWARD_MODEL = "reward_model"
     ANALYSIS = "analysis"
+    # A researcher's exports alone, so that one starts when asked, not behind report
+    # recomputes (59 s each at 1M judgments) on the analysis queue.
+    EXPORT = "export"

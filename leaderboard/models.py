@@ -21,7 +21,9 @@ class ReportSnapshot(models.Model):
     At most one snapshot per (study, kind, params_hash, code_version). `payload` is empty until
     the first computation ends. `queued_at` is set (conditional UPDATE) when a recompute is
     queued and `computing_since` when a worker starts one (conditional UPDATE, so that one key is
-    computed by one worker at a time); both are cleared when it ends.
+    computed by one worker at a time); both are cleared when it ends. `recompute_requests`
+    counts the researcher's "Recompute now" requests, so that one asked while a computation
+    reads the rows is not lost when that computation stores its result.
     """
 
     class Kind(models.TextChoices):
@@ -44,6 +46,11 @@ class ReportSnapshot(models.Model):
     computed_at = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     computing_since = models.DateTimeField(null=True, blank=True)
+    recompute_requests = models.PositiveIntegerField(
+        default=0,
+        help_text="Bumped by each Recompute now; a computation that started before the last "
+        "bump leaves the snapshot stale and queues one more.",
+    )
     error = models.TextField(blank=True, help_text="Why the last computation failed.")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,7 +1,8 @@
 """Celery tasks of the leaderboard app: doors that load ids and call one service.
 
 Stable explicit names, ids only, late acknowledgement, no result backend; routed to the
-analysis queue by CELERY_TASK_ROUTES (and sent there explicitly by the service).
+analysis queue (reports) or the export queue (exports) by CELERY_TASK_ROUTES, and sent there
+explicitly by the services.
 """
 
 from __future__ import annotations

@@ -272,12 +272,17 @@ class Demo:
         from config.queues import Queue
 
         python = sys.executable
-        queues = ",".join(queue.value for queue in Queue)  # one worker serves every queue
-        self.spawn(
-            "worker",
-            [python, "-m", "celery", "-A", "config", "worker", "-Q", queues,
-             "--concurrency", "2", "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
-        )  # fmt: skip
+        # One worker serves every queue but the exports, which get a worker of their own so that
+        # an export starts at once even while both processes recompute reports.
+        queues = ",".join(queue.value for queue in Queue if queue is not Queue.EXPORT)
+        workers = (("worker", queues, "2"), ("exports", Queue.EXPORT.value, "1"))
+        for name, served, processes in workers:
+            self.spawn(
+                name,
+                [python, "-m", "celery", "-A", "config", "worker", "-Q", served, "-n",
+                 f"{name}@%h", "--concurrency", processes, "--loglevel", "INFO",
+                 "--without-gossip", "--without-mingle"],
+            )  # fmt: skip
         self.spawn(
             "beat",
             [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",

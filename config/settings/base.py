@@ -297,8 +297,8 @@ CELERY_TASK_ROUTES = {
     "judges.pl_train": {"queue": "reward_model"},
     "judges.pl_score_run": {"queue": "reward_model"},
     "judges.pl_trainings_reconcile": {"queue": "reward_model"},
-    "leaderboard.export_build": {"queue": "analysis"},
-    "leaderboard.exports_maintain": {"queue": "analysis"},
+    "leaderboard.export_build": {"queue": "export"},
+    "leaderboard.exports_maintain": {"queue": "export"},
     "leaderboard.report_compute": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {

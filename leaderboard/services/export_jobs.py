@@ -1,7 +1,8 @@
 """Background exports: a study's rows or report written to a file by a Celery worker.
 
 A researcher asks for an export (`export_job_request`); a job row is created and the task
-`leaderboard.export_build` is queued after commit on the analysis queue. The worker calls
+`leaderboard.export_build` is queued after commit on the export queue (its own, so that it
+never waits behind report recomputes). The worker calls
 `export_job_build`, which claims the job with a conditional UPDATE (pending or running ->
 running), writes the file in chunks to a temporary name, renames it into place and marks the
 job done (running -> done). A redelivered task finds the job done or failed and does nothing; a
@@ -62,7 +63,7 @@ def export_needs_job(*, study: Study, kind: str) -> bool:
 
 def _enqueue(job_id: int) -> None:
     try:
-        task_send(TASK_EXPORT_BUILD, args=[job_id], queue=Queue.ANALYSIS)
+        task_send(TASK_EXPORT_BUILD, args=[job_id], queue=Queue.EXPORT)
     except BrokerUnavailable as exc:
         ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.PENDING).update(
             status=ExportJob.Status.FAILED, error=str(exc), finished_at=timezone.now()

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from annotation.models import Study
@@ -327,19 +327,41 @@ def report_state_get(
 
 def report_recompute_request(*, study: Study, filters: VoteFilters) -> ReportSnapshot:
     """Mark the snapshot of these filters (default parameters) stale and queue its computation:
-    for data edited in place, which the fingerprint does not see (an answer's text)."""
+    for data edited in place, which the fingerprint does not see (an answer's text).
+
+    Requests are merged by key, never lost: while a computation is queued, another request
+    queues nothing (60 clicks, one task); while one runs, the request only bumps
+    `recompute_requests`, and the running computation, seeing the bump when it stores its
+    result, leaves the snapshot stale and queues exactly one more (see _compute_into)."""
     snapshot = report_snapshot_for(study=study, filters=filters, params=ReportParams())
-    ReportSnapshot.objects.filter(pk=snapshot.pk).update(fingerprint="", queued_at=None)
-    report_recompute_queue(snapshot=snapshot)
+    ReportSnapshot.objects.filter(pk=snapshot.pk).update(
+        fingerprint="", recompute_requests=F("recompute_requests") + 1
+    )
+    # Read after the bump: a computation that ended before it is seen as ended (so this request
+    # queues), one that ends after it sees the bump (and queues); both queue through the same
+    # conditional UPDATE, so only one of them sends.
+    snapshot.refresh_from_db()
+    if not _computing(snapshot):
+        report_recompute_queue(snapshot=snapshot)
     return snapshot
+
+
+def _computing(snapshot: ReportSnapshot) -> bool:
+    """Whether a live worker holds the snapshot's computation (a claim older than STALE_COMPUTE
+    is taken as a dead worker's)."""
+    since = snapshot.computing_since
+    return since is not None and since >= timezone.now() - STALE_COMPUTE
 
 
 def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> ReportSnapshot:
     """Read the rows, compute the report and store it in the snapshot. The fingerprint is read
     before the rows, so data written during the read makes the snapshot look stale, never
-    current. With a `claim`, the result is written only while that claim holds."""
+    current. With a `claim`, the result is written only while that claim holds. A recompute
+    requested while it ran (`recompute_requests` moved on) leaves the result stored but
+    stale, for the computation that request queues."""
     study = snapshot.study
     filters, params = _filters_and_params(snapshot.params)
+    requests = snapshot.recompute_requests
     fingerprint = study_data_fingerprint(study=study)
     votes, extras = _votes_and_extras_get(study=study, filters=filters)
     report = report_compute(study=study, votes=votes, filters=filters, params=params, extras=extras)
@@ -349,7 +371,10 @@ def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> Report
     done.update(
         payload=report_to_payload(report),
         data_hash=report.metadata.data_hash,
-        fingerprint=fingerprint,
+        # A "Recompute now" asked after this computation began keeps the result stale.
+        fingerprint=Case(
+            When(recompute_requests=requests, then=Value(fingerprint)), default=Value("")
+        ),
         software_version=software_version(),
         computed_at=timezone.now(),
         queued_at=None,
@@ -384,12 +409,15 @@ def report_snapshot_compute(*, snapshot_id: int) -> str:
         )
         return "current"
     try:
-        _compute_into(snapshot, claim=now)
+        snapshot = _compute_into(snapshot, claim=now)
     except Exception as exc:
         ReportSnapshot.objects.filter(pk=snapshot_id, computing_since=now).update(
             computing_since=None, error=f"{type(exc).__name__}: {exc}"
         )
         raise
+    if snapshot.fingerprint == "" and snapshot.computing_since is None:
+        # A "Recompute now" came while this ran: queue the one computation it asked for.
+        report_recompute_queue(snapshot=snapshot)
     return "computed"
 
 

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -15,12 +16,16 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import HumanJudgment, Study
+from config.broker import queue_length
+from config.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
 from leaderboard.models import ReportSnapshot
 from leaderboard.selectors.frames import VoteFilters
+from leaderboard.services import reports
 from leaderboard.services.reports import report_snapshot_compute, report_state_get
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair
+from tests.judges.integration import broker_purge
 from tests.leaderboard.conftest import analysis_worker_run, get_computed
 
 # Session, user, roles (researcher, admin), study with membership, the data fingerprint (one
@@ -235,6 +240,64 @@ def test_a_second_delivery_of_the_same_computation_does_nothing_while_one_runs(
     ReportSnapshot.objects.filter(pk=state.snapshot.pk).update(computing_since=timezone.now())
     assert report_snapshot_compute(snapshot_id=state.snapshot.pk) == "busy"
     assert ReportSnapshot.objects.get(pk=state.snapshot.pk).payload is None
+
+
+def test_sixty_recompute_clicks_queue_one_report_task(
+    client: Client, cast: Cast, judged_study: Study, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Issue 27: 60 "Recompute now" clicks queued 61 report tasks.
+    client.force_login(cast.researcher)
+    get_computed(client, url(judged_study))
+    broker_purge(settings.CELERY_BROKER_URL, "analysis")
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(60):
+            assert client.post(url(judged_study)).status_code == 302
+    assert queue_length(Queue.ANALYSIS) == 1
+    assert client.get(url(judged_study))["X-Concord-Report"] == "stale"
+    broker_purge(settings.CELERY_BROKER_URL, "analysis")
+
+
+def test_a_click_during_a_compute_queues_exactly_one_follow_up_that_is_not_lost(
+    client: Client,
+    cast: Cast,
+    judged_study: Study,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The researcher edits a row in place and clicks "Recompute now" three times while the
+    worker is reading the rows: the computation that was running must not mark its result
+    current, and exactly one more is queued, which computes and is current."""
+    client.force_login(cast.researcher)
+    get_computed(client, url(judged_study))
+    snapshot = ReportSnapshot.objects.get(study=judged_study)
+    broker_purge(settings.CELERY_BROKER_URL, "analysis")
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url(judged_study))
+    assert queue_length(Queue.ANALYSIS) == 1
+    broker_purge(settings.CELERY_BROKER_URL, "analysis")  # the worker takes the message
+
+    read = reports._votes_and_extras_get
+    clicks: list[int] = []
+
+    def read_while_the_researcher_clicks(**kwargs: Any) -> Any:
+        rows = read(**kwargs)
+        if not clicks:
+            for _ in range(3):
+                clicks.append(client.post(url(judged_study)).status_code)
+        return rows
+
+    monkeypatch.setattr(reports, "_votes_and_extras_get", read_while_the_researcher_clicks)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert report_snapshot_compute(snapshot_id=snapshot.pk) == "computed"
+    assert clicks == [302, 302, 302]
+    assert queue_length(Queue.ANALYSIS) == 1  # one follow-up for the three clicks
+    assert client.get(url(judged_study))["X-Concord-Report"] == "stale"
+
+    broker_purge(settings.CELERY_BROKER_URL, "analysis")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert report_snapshot_compute(snapshot_id=snapshot.pk) == "computed"
+    assert queue_length(Queue.ANALYSIS) == 0
+    assert client.get(url(judged_study))["X-Concord-Report"] == "current"
 
 
 def test_the_analysis_page_with_a_current_report_reads_no_rows_of_the_study(

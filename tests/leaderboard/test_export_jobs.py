@@ -15,14 +15,16 @@ from django.urls import reverse
 
 from annotation.models import Study
 from annotation.roles import Role
-from config.broker import BrokerUnavailable
+from config.broker import BrokerUnavailable, queue_length
 from config.celery import app as celery_app
+from config.queues import Queue
 from leaderboard.models import ExportJob
 from leaderboard.selectors.exports import study_export_count
 from leaderboard.services import export_jobs, exports
 from leaderboard.services.export_jobs import export_job_build, export_job_request
 from leaderboard.services.exports import study_export
 from tests.conftest import Cast, make_user
+from tests.judges.integration import broker_purge
 
 
 @pytest.fixture
@@ -132,6 +134,17 @@ def test_asking_for_an_export_queues_it_after_commit(
     with django_capture_on_commit_callbacks() as callbacks:
         job = export_job_request(study=export_study, user=cast.researcher, kind="calls", fmt="csv")
     assert job.status == "pending" and len(callbacks) == 1
+
+
+def test_an_export_goes_to_its_own_queue_not_behind_report_recomputes(
+    export_study: Study, cast: Cast, django_capture_on_commit_callbacks, settings
+) -> None:
+    # Issue 27: a 300k-row export waited 125 s on the analysis queue behind report recomputes.
+    broker_purge(settings.CELERY_BROKER_URL, "analysis", "export")
+    with django_capture_on_commit_callbacks(execute=True):
+        export_job_request(study=export_study, user=cast.researcher, kind="calls", fmt="csv")
+    assert (queue_length(Queue.EXPORT), queue_length(Queue.ANALYSIS)) == (1, 0)
+    broker_purge(settings.CELERY_BROKER_URL, "export")
 
 
 def test_an_unknown_kind_or_format_is_refused_by_name(export_study: Study, cast: Cast) -> None:

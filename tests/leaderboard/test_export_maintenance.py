@@ -95,7 +95,7 @@ def test_a_job_whose_message_was_lost_is_queued_again_and_built_by_a_worker(
     run_import(files)
     study = Study.objects.get(slug="mt-bench")
     # Pending for an hour and nothing on the broker: its message was lost.
-    broker_purge(settings.CELERY_BROKER_URL, "analysis")
+    broker_purge(settings.CELERY_BROKER_URL, "export")
     lost = ExportJob.objects.create(study=study, kind="judgments", format="csv")
     ExportJob.objects.filter(pk=lost.pk).update(created_at=timezone.now() - timedelta(hours=1))
     recent = ExportJob.objects.create(study=study, kind="pairs", format="csv")
@@ -103,9 +103,7 @@ def test_a_job_whose_message_was_lost_is_queued_again_and_built_by_a_worker(
     outcome = export_jobs_maintain()
 
     assert outcome.requeued == 1
-    worker = worker_start(
-        tmp_path, "exporter", queues="analysis", env={"CONCORD_VAR_DIR": str(var)}
-    )
+    worker = worker_start(tmp_path, "exporter", queues="export", env={"CONCORD_VAR_DIR": str(var)})
     try:
         wait_for(
             lambda: ExportJob.objects.get(pk=lost.pk).status == "done",
@@ -120,12 +118,10 @@ def test_a_job_whose_message_was_lost_is_queued_again_and_built_by_a_worker(
     assert ExportJob.objects.get(pk=recent.pk).status == "pending"
 
 
-def test_beat_runs_the_maintenance_task_on_the_analysis_queue(
-    export_study: Study, settings
-) -> None:
+def test_beat_runs_the_maintenance_task_on_the_export_queue(export_study: Study, settings) -> None:
     from leaderboard.tasks import exports_maintain
 
     entry = settings.CELERY_BEAT_SCHEDULE["leaderboard-exports-maintain"]
     assert entry["task"] == exports_maintain.name == "leaderboard.exports_maintain"
-    assert settings.CELERY_TASK_ROUTES[exports_maintain.name] == {"queue": "analysis"}
+    assert settings.CELERY_TASK_ROUTES[exports_maintain.name] == {"queue": "export"}
     assert exports_maintain() == ("0 queued again, 0 given up, 0 expired, 0 partial files removed")
