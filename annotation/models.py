@@ -925,3 +925,68 @@ class EntryLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.outcome} {self.panel}:{self.external_id}"
+
+
+class ProlificBonusBatch(models.Model):
+    """One bulk bonus payment through Prolific's API: set up once, paid at most once.
+
+    Prolific's pay call (POST /api/v1/bulk-bonus-payments/{id}/pay/) is not idempotent: a second
+    call pays everyone again. So a batch moves only forward, by conditional UPDATEs that claim it
+    with a lease (services/prolific_bonus.py): pending -> creating -> created (Prolific's batch id
+    recorded) -> paying -> paid. A batch found in `paying` after its lease ran out, or whose pay
+    call failed without a clear "not paid", becomes `uncertain` ("possibly paid: check
+    Prolific") and is never paid again by Concord; a researcher settles it.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "waiting to be set up on Prolific"
+        CREATING = "creating", "being set up on Prolific"
+        CREATED = "created", "set up on Prolific, not paid yet"
+        PAYING = "paying", "being paid"
+        PAID = "paid", "paid"
+        UNCERTAIN = "uncertain", "possibly paid: check Prolific"
+        FAILED = "failed", "not paid"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="bonus_batches")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    total_cents = models.PositiveIntegerField()
+    prolific_batch_id = models.CharField(max_length=64, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # One batch on its way at a time per study: two could each send the same bonus.
+            models.UniqueConstraint(
+                fields=["study"],
+                condition=Q(status__in=["pending", "creating", "created", "paying"]),
+                name="bonus_batch_one_open_per_study",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"bonus batch {self.pk} ({self.status})"
+
+
+class ProlificBonusLine(models.Model):
+    """One participant's bonus in a batch; counts as already sent unless the batch failed."""
+
+    batch = models.ForeignKey(ProlificBonusBatch, on_delete=models.CASCADE, related_name="lines")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="bonus_lines")
+    amount_cents = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "worker"], name="bonus_line_once_per_batch"),
+            models.CheckConstraint(condition=Q(amount_cents__gt=0), name="bonus_line_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount_cents}c to worker {self.worker_id}"

@@ -162,3 +162,19 @@ class ProlificClient:
             if not following or not body.get("results"):
                 return out
             page += 1
+
+    def bonus_setup(self, *, study_id: str, csv_bonuses: str) -> str:
+        """POST /api/v1/submissions/bonus-payments/: set up (not pay) bonuses; the batch id."""
+        body = self._call(
+            "POST",
+            "/api/v1/submissions/bonus-payments/",
+            json={"study_id": study_id, "csv_bonuses": csv_bonuses},
+        )
+        batch_id = str((body or {}).get("id", ""))
+        if not batch_id:
+            raise ProlificUnavailable("Prolific's reply to the bonus set-up had no id.")
+        return batch_id
+
+    def bonus_pay(self, batch_id: str) -> None:
+        """POST /api/v1/bulk-bonus-payments/{id}/pay/. NOT idempotent: call once per batch."""
+        self._call("POST", f"/api/v1/bulk-bonus-payments/{batch_id}/pay/", json={})

@@ -6,6 +6,7 @@ from celery import shared_task
 
 from annotation.services.assignments import assignments_expire
 from annotation.services.prolific import unverified_recheck_all
+from annotation.services.prolific_bonus import bonus_batch_run, bonus_batches_run
 
 
 # Runs on the default queue (no route needed); the beat schedule in the settings starts it.
@@ -19,3 +20,15 @@ def assignments_expire_task() -> int:
 def prolific_unverified_recheck_task() -> int:
     """Ask Prolific about participants let in unverified during an outage (safe to run twice)."""
     return unverified_recheck_all()
+
+
+@shared_task(name="annotation.prolific_bonus_batch_run", acks_late=True)
+def prolific_bonus_batch_run_task(batch_id: int) -> str:
+    """Set up and pay one bonus batch on Prolific (pays at most once, however often it runs)."""
+    return bonus_batch_run(batch_id=batch_id)
+
+
+@shared_task(name="annotation.prolific_bonus_batches_run", acks_late=True)
+def prolific_bonus_batches_run_task() -> int:
+    """Take every bonus batch still on its way a step further (safe to run twice)."""
+    return bonus_batches_run()

@@ -41,6 +41,12 @@ urlpatterns = [
         quality.WorkerEntriesView.as_view(),
         name="worker_entries",
     ),
+    path("<slug:slug>/workers/bonus-batch/", quality.BonusBatchView.as_view(), name="bonus_batch"),
+    path(
+        "<slug:slug>/workers/bonus-batch/<int:batch_id>/settle/",
+        quality.BonusBatchSettleView.as_view(),
+        name="bonus_batch_settle",
+    ),
     path("<slug:slug>/workers/gold-bonus/", quality.GoldBonusView.as_view(), name="gold_bonus"),
     path("<slug:slug>/payouts.csv", quality.PayoutsCsvView.as_view(), name="payouts_csv"),
 ]

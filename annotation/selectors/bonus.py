@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Sum
 
-from annotation.models import PayEntry, Study, Worker
+from annotation.models import PayEntry, ProlificBonusBatch, ProlificBonusLine, Study, Worker
 
 OWED_STATUSES = (PayEntry.Status.APPROVED, PayEntry.Status.PAID)
 
@@ -72,7 +72,9 @@ def study_reward_cents(*, study: Study) -> int:
 def study_bonus_lines(*, study: Study) -> list[BonusLine]:
     """One line per Prolific participant with any ledger entry, by participant id.
 
-    One grouped read of the ledger, whatever the study's size.
+    One grouped read of the ledger and one of the bonus batches sent through Prolific's API
+    (a line counts as already sent unless its batch failed: paid, possibly paid and on its way
+    alike), whatever the study's size.
     """
     reward = study_reward_cents(study=study)
     sums: dict[tuple[int, str, str], dict[str, int]] = defaultdict(
@@ -93,6 +95,13 @@ def study_bonus_lines(*, study: Study) -> list[BonusLine]:
             line["judgments"] += count
         elif status in OWED_STATUSES and kind == PayEntry.Kind.BONUS:
             line["gold"] += total or 0
+    sent = dict(
+        ProlificBonusLine.objects.filter(batch__study=study)
+        .exclude(batch__status=ProlificBonusBatch.Status.FAILED)
+        .values_list("worker_id")
+        .annotate(total=Sum("amount_cents"))
+        .order_by()
+    )
     lines = []
     for (worker_id, external_id, state), line in sorted(sums.items(), key=lambda kv: kv[0][1]):
         returned = state == Worker.State.RETURNED
@@ -105,7 +114,7 @@ def study_bonus_lines(*, study: Study) -> list[BonusLine]:
                     judgment_cents=line["judgment"],
                     reward_cents=0 if returned else reward,
                     gold_cents=line["gold"],
-                    already_cents=0,
+                    already_cents=sent.get(worker_id, 0),
                     pending_cents=line["pending"],
                     reward_note="returned: Prolific pays no reward" if returned else "",
                 ),

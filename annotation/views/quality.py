@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
-from annotation.models import Worker
+from annotation.models import ProlificBonusBatch, Worker
 from annotation.selectors.bonus import study_bonus_lines, study_reward_cents
 from annotation.selectors.quality import (
     study_pay_summary,
@@ -19,6 +19,11 @@ from annotation.selectors.quality import (
 )
 from annotation.services.errors import AnnotationError
 from annotation.services.pay import pay_entries_review, pay_gold_bonuses_grant
+from annotation.services.prolific_bonus import (
+    bonus_batch_create,
+    bonus_batch_queue,
+    bonus_batch_settle,
+)
 from annotation.services.workers import worker_block_set, worker_exclude, worker_return
 from config import csvsafe
 from config.access import ResearcherRequiredMixin, get_study_or_404
@@ -36,6 +41,7 @@ class WorkerQualityView(ResearcherRequiredMixin, View):
                 "pay": study_pay_summary(study=study),
                 "bonus_lines": study_bonus_lines(study=study),
                 "reward_cents": study_reward_cents(study=study),
+                "bonus_batches": ProlificBonusBatch.objects.filter(study=study)[:20],
             },
         )
 
@@ -134,3 +140,34 @@ class PayoutsCsvView(ResearcherRequiredMixin, View):
             )
         writer.writerows(study_payout_rows(study=study, prolific=prolific))
         return response
+
+
+class BonusBatchView(ResearcherRequiredMixin, View):
+    """POST: send every bonus due to Prolific as one batch (set up, then paid once)."""
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            batch = bonus_batch_create(study=study, user=request.user)
+        except AnnotationError as exc:
+            messages.error(request, exc.message)
+        else:
+            bonus_batch_queue(batch=batch)
+            messages.success(
+                request,
+                f"Bonus batch of {batch.total_cents / 100:.2f} queued: it is set up on Prolific, "
+                "then paid once.",
+            )
+        return redirect("annotation:worker_quality", slug=study.slug)
+
+
+class BonusBatchSettleView(ResearcherRequiredMixin, View):
+    """POST: after checking Prolific, mark a possibly paid batch paid or not paid."""
+
+    def post(self, request: HttpRequest, slug: str, batch_id: int) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        batch = ProlificBonusBatch.objects.filter(study=study, pk=batch_id).first()
+        if batch is None:
+            raise Http404("No such bonus batch.")
+        bonus_batch_settle(batch=batch, paid=request.POST.get("paid") == "yes")
+        return redirect("annotation:worker_quality", slug=study.slug)

@@ -313,6 +313,12 @@ CELERY_BEAT_SCHEDULE = {
     # Reservations stop counting at their expiry anyway; this brings their stored status in line.
     "annotation-assignments-expire": {"task": "annotation.assignments_expire", "schedule": 60.0},
     # Participants let in unverified while Prolific could not answer: verified, or excluded.
+    # Bonus batches on their way through Prolific's API (each pays at most once).
+    "annotation-prolific-bonus-batches-run": {
+        "task": "annotation.prolific_bonus_batches_run",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     "annotation-prolific-unverified-recheck": {
         "task": "annotation.prolific_unverified_recheck",
         "schedule": 300.0,
