@@ -247,6 +247,12 @@ LOGGING = {
 CONCORD_JUDGE_HOST_ALLOWLIST: list[str] = env.list(
     "CONCORD_JUDGE_HOST_ALLOWLIST", default=["api.openai.com", "127.0.0.1", "localhost"]
 )
+# The environment variables a judge may name as its key (`api_key_env`): whole names, or
+# prefixes ending in "*". Any other variable (AWS_SECRET_ACCESS_KEY, HOME) is refused when the
+# judge is saved and again when it is called, so that a researcher cannot send it to a host.
+CONCORD_JUDGE_KEY_ENV_ALLOWED: list[str] = env.list(
+    "CONCORD_JUDGE_KEY_ENV_ALLOWED", default=["OPENAI_API_KEY", "CONCORD_JUDGE_KEY_*"]
+)
 # Ports a judge's base URL may name besides the scheme's default: common OpenAI-compatible
 # servers (LM Studio 1234, vLLM 8000, llama.cpp 8080, Ollama 11434), never Redis or PostgreSQL.
 # An allow-list entry "host:port" (or "host:*") allows more for that host only.

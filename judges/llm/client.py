@@ -76,6 +76,26 @@ def api_key_env_reserved(name: str) -> bool:
     return upper in RESERVED_KEY_VARIABLES or upper.startswith(RESERVED_KEY_PREFIXES)
 
 
+def api_key_env_allowed(name: str) -> bool:
+    """True when `name` is on CONCORD_JUDGE_KEY_ENV_ALLOWED (an entry ending in "*" allows every
+    name it begins) and is not one of the settings' own variables."""
+    if api_key_env_reserved(name):
+        return False
+    for entry in settings.CONCORD_JUDGE_KEY_ENV_ALLOWED:
+        if name == entry or (entry.endswith("*") and name.startswith(entry[:-1])):
+            return True
+    return False
+
+
+def api_key_env_refusal(name: str) -> str:
+    """Why a judge may not read its key from `name` (for a name api_key_env_allowed refuses)."""
+    allowed = ", ".join(settings.CONCORD_JUDGE_KEY_ENV_ALLOWED) or "none"
+    return (
+        f"{name} is not a variable a judge may read its key from: allowed are {allowed} "
+        "(CONCORD_JUDGE_KEY_ENV_ALLOWED, set by an admin in the environment)"
+    )
+
+
 def base_url_check(base_url: str) -> None:
     """Raise UnsafeBaseURL unless the URL is http(s), its host is on the allow-list and its port
     is allowed: the scheme's default, one of CONCORD_JUDGE_ALLOWED_PORTS, or the port an entry
@@ -117,6 +137,8 @@ def api_key_get(api_key_env: str) -> str:
         raise JudgeNotConfigured("not configured: the judge names no key variable (api_key_env)")
     if api_key_env_reserved(api_key_env):
         raise JudgeNotConfigured(f"not configured: {api_key_env} is a setting, not a judge's key")
+    if not api_key_env_allowed(api_key_env):
+        raise JudgeNotConfigured(f"not configured: {api_key_env_refusal(api_key_env)}")
     key = os.environ.get(api_key_env, "")
     if not key:
         raise JudgeNotConfigured(f"not configured: set {api_key_env}")

@@ -12,6 +12,8 @@ from annotation.models import Study
 from judges.llm.client import (
     JudgeNotConfigured,
     UnsafeBaseURL,
+    api_key_env_allowed,
+    api_key_env_refusal,
     api_key_env_reserved,
     base_url_check,
 )
@@ -55,6 +57,8 @@ def judge_validate(*, judge: Judge) -> None:
             f"{judge.api_key_env} is one of Concord's own settings, not a judge's key; name the "
             "variable that holds the judge's API key (for example OPENAI_API_KEY)."
         )
+    elif judge.api_key_env and not api_key_env_allowed(judge.api_key_env):
+        errors["api_key_env"] = api_key_env_refusal(judge.api_key_env) + "."
     if not judge.prompt_template.strip():
         errors["prompt_template"] = "An LLM judge needs a prompt template."
     if errors:

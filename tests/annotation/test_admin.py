@@ -72,7 +72,7 @@ def rows(cast: Cast) -> Pair:
         name="gpt-judge",
         kind=Judge.Kind.LLM,
         model_name="gpt-4",
-        api_key_env="CONCORD_TEST_JUDGE_KEY",
+        api_key_env="CONCORD_JUDGE_KEY_TEST",
         prompt_template="Compare {a} and {b}.",
     )
     run = JudgeRun.objects.create(judge=judge, study=cast.study)
@@ -295,12 +295,12 @@ def test_judge_runs_count_their_calls_by_status(cast: Cast, rows: Pair) -> None:
 def test_saving_a_judge_sets_its_template_hash_and_never_shows_the_key(
     cast: Cast, rows: Pair, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CONCORD_TEST_JUDGE_KEY", "sk-very-secret-value")
+    monkeypatch.setenv("CONCORD_JUDGE_KEY_TEST", "sk-very-secret-value")
     judge = Judge.objects.get(name="gpt-judge")
     client = client_for(cast.admin)
     url = reverse("admin:judges_judge_change", args=[judge.pk])
     page = client.get(url).content.decode()
-    assert "CONCORD_TEST_JUDGE_KEY" in page
+    assert "CONCORD_JUDGE_KEY_TEST" in page
     assert "sk-very-secret-value" not in page
     form = {
         "name": "gpt-judge",
@@ -309,7 +309,7 @@ def test_saving_a_judge_sets_its_template_hash_and_never_shows_the_key(
         "model_version": "0613",
         "order_policy": "both",
         "base_url": "https://api.openai.com/v1",
-        "api_key_env": "CONCORD_TEST_JUDGE_KEY",
+        "api_key_env": "CONCORD_JUDGE_KEY_TEST",
         "prompt_template": "Which is better, {a} or {b}?",
         "output_format": "likert",
         "start_from": "",

@@ -14,7 +14,7 @@ from judges.models import Judge
 from judges.services.judges import judge_create
 from tests.judges.fake_openai import API_KEY, FakeOpenAI
 
-KEY_ENV = "CONCORD_TEST_JUDGE_KEY"
+KEY_ENV = "CONCORD_JUDGE_KEY_TEST"
 
 
 @pytest.fixture

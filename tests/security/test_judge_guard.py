@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -77,3 +79,47 @@ def test_a_judge_cannot_name_the_settings_own_variables_as_its_key(db: None, nam
     assert "api_key_env" in error.value.message_dict
     with pytest.raises(JudgeNotConfigured):
         api_key_get(name)
+
+
+def _judge_naming(name: str) -> None:
+    judge_create(
+        name=f"judge reading {name}",
+        kind=Judge.Kind.LLM,
+        model_name="gpt-4o",
+        base_url="https://api.openai.com/v1",
+        api_key_env=name,
+        prompt_template="Compare {answer_a} and {answer_b}.",
+    )
+
+
+@pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "HOME", "GITHUB_TOKEN", "OPENAI_KEY"])
+def test_a_judge_may_name_only_the_allowed_key_variables(
+    db: None, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 27: any variable that was not a setting went to an allowed host as a Bearer token.
+    monkeypatch.setenv(name, "a server secret")
+    with pytest.raises(ValidationError) as error:
+        _judge_naming(name)
+    message = error.value.message_dict["api_key_env"][0]
+    assert "CONCORD_JUDGE_KEY_ENV_ALLOWED" in message and "OPENAI_API_KEY" in message
+    # A judge saved before the list (or through a raw write) still cannot read it.
+    with pytest.raises(JudgeNotConfigured, match="CONCORD_JUDGE_KEY_ENV_ALLOWED"):
+        api_key_get(name)
+
+
+def test_the_default_names_and_prefix_and_an_admins_own_list_are_allowed(
+    db: None, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    monkeypatch.setenv("CONCORD_JUDGE_KEY_VLLM", "k1")
+    monkeypatch.setenv("OPENAI_API_KEY", "k2")
+    monkeypatch.setenv("TOGETHER_API_KEY", "k3")
+    _judge_naming("CONCORD_JUDGE_KEY_VLLM")
+    _judge_naming("OPENAI_API_KEY")
+    assert api_key_get("CONCORD_JUDGE_KEY_VLLM") == "k1"
+    with pytest.raises(ValidationError):
+        _judge_naming("TOGETHER_API_KEY")
+    settings.CONCORD_JUDGE_KEY_ENV_ALLOWED = ["TOGETHER_API_KEY"]
+    _judge_naming("TOGETHER_API_KEY")
+    assert api_key_get("TOGETHER_API_KEY") == "k3"
+    with pytest.raises(JudgeNotConfigured):
+        api_key_get("OPENAI_API_KEY")
