@@ -85,8 +85,8 @@ class ConsistencyRow:
     fused: ScoreConsistency | None = None
     # Score judges: agreement of their verdicts with each person's vote (ties a class), plain
     # and after RewardFusion.
-    agreement: Proportion | None = None
-    agreement_fused: Proportion | None = None
+    agreement: ClusterProportion | None = None
+    agreement_fused: ClusterProportion | None = None
     # Named extras: C_res over every vote (people) or every call (pairwise judges), where
     # c_res is one verdict per item; C_res and C_ins of a score judge counted in both
     # directions of each contrast pair, where c_res and c_ins count one comparison per pair.
@@ -286,7 +286,9 @@ def _triples(
         ) from None
 
 
-def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInvariance:
+def _swap(
+    calls: pd.DataFrame, source: SourceInfo, boot: _Bootstrap, prompt_of: pd.Series
+) -> SwapInvariance:
     """Swap invariance from a run's calls: each pair's first call in each order (row order),
     on the pairs called in both."""
     if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
@@ -303,8 +305,14 @@ def _swap(calls: pd.DataFrame, source: SourceInfo, confidence: float) -> SwapInv
     _, in_ab, in_ba = np.intersect1d(
         first[0][0], first[1][0], assume_unique=True, return_indices=True
     )
+    both = first[0][0][in_ab]
     return swap_invariance(
-        labels[first[0][1][in_ab]], labels[first[1][1][in_ba]], confidence=confidence
+        labels[first[0][1][in_ab]],
+        labels[first[1][1][in_ba]],
+        prompt_of.reindex(both).to_numpy() if boot.by_cluster else None,
+        confidence=boot.confidence,
+        rounds=boot.rounds,
+        seed=boot.seed,
     )
 
 
@@ -349,6 +357,23 @@ def consistency_compute(
         ["pair_id", "prompt_id", "turn", "answer_a", "answer_b"]
     ]
     coded = _RegularPairs.of(regular)
+    prompt_of = regular.set_index("pair_id")["prompt_id"]
+    by_prompt = prompt_of if boot.by_cluster else None
+
+    def with_people_share(answer_scores: Mapping[int, float]) -> ClusterProportion | None:
+        """A score judge's agreement with each person's vote, with its interval over prompts."""
+        if human is None:
+            return None
+        return score_agreement(
+            answer_scores,
+            regular,
+            human,
+            prompts=by_prompt,
+            confidence=confidence,
+            rounds=rounds,
+            seed=seed,
+        )
+
     rows: list[ConsistencyRow] = []
     misses: list[ContrastMiss] = []
 
@@ -374,10 +399,9 @@ def consistency_compute(
         on_regular = run_calls[~run_calls["pair_id"].isin(items)]
         scored = scores.get(source.run_id)
         transitivity = _triples(_pair_verdicts(on_regular), regular, boot, coded)
-        swap = _swap(on_regular, source, confidence)
+        swap = _swap(on_regular, source, boot, prompt_of)
         if scored is not None:
             plain, fused = scored.plain(**score_params), scored.fused(**score_params)
-            with_people = human is not None
             rows.append(
                 ConsistencyRow(
                     source=source.name,
@@ -387,16 +411,8 @@ def consistency_compute(
                     swap=swap,
                     transitivity=transitivity,
                     fused=fused,
-                    agreement=score_agreement(
-                        scored.answer_scores, regular, human, confidence=confidence
-                    )
-                    if with_people
-                    else None,
-                    agreement_fused=score_agreement(
-                        scored.fused_answer_scores, regular, human, confidence=confidence
-                    )
-                    if with_people
-                    else None,
+                    agreement=with_people_share(scored.answer_scores),
+                    agreement_fused=with_people_share(scored.fused_answer_scores),
                     c_res_both_directions=plain.c_res_both_directions,
                     c_ins_both_directions=plain.c_ins_both_directions,
                     retrieval=scored.retrieval,

@@ -31,7 +31,6 @@ from leaderboard.stats.bootstrap import (
 )
 from leaderboard.stats.likert import collapse
 from leaderboard.stats.majority import LABELS
-from leaderboard.stats.proportion import Proportion, wilson_interval
 
 RANDOM_CONTRAST_RATE = 0.5
 """A judge that picks at random between the two answers (or the two instructions) is right half
@@ -300,7 +299,10 @@ def score_agreement(
     votes: pd.DataFrame,
     *,
     confidence: float = 0.95,
-) -> Proportion:
+    prompts: pd.Series | None = None,
+    rounds: int = 1000,
+    seed: int = 0,
+) -> ClusterProportion:
     """Return the share of people's votes that match a score judge's verdict on the same pair.
 
     ``answer_scores``: the judge's score h(r) of each answer, by answer id; ``pairs``: pair_id,
@@ -309,10 +311,13 @@ def score_agreement(
     The verdict on a pair is the PL judge's rule (`judges.reward.scoring`): P(B better) =
     sigmoid(h_B - h_A), the Bradley-Terry probability, binned as Likert = min(8, floor(8 P) + 1)
     and collapsed with ties (1-3 A, 4-5 tie, 6-8 B, DESIGN.md's conventions after the H4 study).
-    Formula: #[vote = verdict] / #votes on the scored pairs, a tie a class of its own, with its
-    Wilson interval. Source: the with-ties agreement (S1) of Zheng et al. (2023), section 4.2,
-    between each person's vote and the judge's one verdict per pair; used here to compare a score
-    judge's agreement with people with and without RewardFusion (Shen et al. 2023).
+    Formula: #[vote = verdict] / #votes on the scored pairs, a tie a class of its own. Interval:
+    with ``prompts`` (each pair's prompt, by pair id) a bootstrap over prompts (the votes on one
+    pair share its verdict, and those on one prompt its difficulty; ``rounds``, ``seed``),
+    without, Wilson's over the votes. Source: the with-ties agreement (S1) of Zheng et al.
+    (2023), section 4.2, between each person's vote and the judge's one verdict per pair; used
+    here to compare a score judge's agreement with people with and without RewardFusion (Shen
+    et al. 2023).
     """
     scored = pd.Series(answer_scores, dtype=np.float64)
     frame = pairs[["pair_id", "answer_a", "answer_b"]].assign(
@@ -323,13 +328,22 @@ def score_agreement(
     likert = np.minimum(8, np.floor(8 * p).astype(np.int64) + 1)
     verdict = pd.Series(collapse(likert, ties=True), index=frame["pair_id"].to_numpy())
     on_scored = votes[votes["pair_id"].isin(verdict.index)]
-    agree = int(
-        (
-            on_scored["label"].astype(str).to_numpy()
-            == verdict.loc[on_scored["pair_id"]].to_numpy()
-        ).sum()
+    agree = (
+        on_scored["label"].astype(str).to_numpy() == verdict.loc[on_scored["pair_id"]].to_numpy()
     )
-    return wilson_interval(agree, len(on_scored), confidence)
+    if prompts is None:
+        return independent_proportion(
+            int(agree.sum()), len(on_scored), unit="vote", confidence=confidence
+        )
+    return cluster_proportion(
+        agree,
+        prompts.reindex(on_scored["pair_id"]).to_numpy(),
+        unit="vote",
+        resampled="prompt",
+        rounds=rounds,
+        seed=seed,
+        confidence=confidence,
+    )
 
 
 # --- RewardFusion -----------------------------------------------------------------------------
@@ -485,24 +499,30 @@ class SwapInvariance:
     """
 
     order_invariant: bool
-    proportion: Proportion | None
+    proportion: ClusterProportion | None
 
 
 def swap_invariance(
     forward: Sequence[str] | pd.Categorical,
     backward: Sequence[str] | pd.Categorical,
+    clusters: npt.ArrayLike | None = None,
     *,
     order_invariant: bool = False,
     confidence: float = 0.95,
+    rounds: int = 1000,
+    seed: int = 0,
 ) -> SwapInvariance:
     """Return how often a judge's verdict on a pair survives swapping the two answers.
 
     ``forward[k]`` and ``backward[k]`` are the judge's collapsed verdicts on pair k called with A
     first and with B first, both already in canonical A/B terms ("A", "B", "tie"; a Categorical of
     them is read by its codes). Formula:
-    #[forward = backward] / n with its Wilson interval; a tie in one order and a side in the other
-    is a change. Source: Zheng et al. (2023), section 3.3 on position bias (the "consistency" of a
-    judge called in both orders).
+    #[forward = backward] / n; a tie in one order and a side in the other is a change. Interval:
+    with ``clusters`` (each pair's prompt) a bootstrap over them
+    (:func:`leaderboard.stats.bootstrap.cluster_proportion`, ``rounds``, ``seed``), since the
+    pairs of one prompt are not independent; without, Wilson's over the pairs. Source: Zheng et
+    al. (2023), section 3.3 on position bias (the "consistency" of a judge called in both
+    orders).
     """
     if order_invariant:
         return SwapInvariance(True, None)
@@ -517,8 +537,22 @@ def swap_invariance(
         ]
         unknown = sorted({str(v) for b in bad for v in b if not pd.isna(v)})
         raise ValueError(f"unknown verdict labels: {unknown or ['None']}")
-    same = int((codes[0] == codes[1]).sum())
-    return SwapInvariance(False, wilson_interval(same, len(forward), confidence))
+    same = codes[0] == codes[1]
+    if clusters is None:
+        share = independent_proportion(
+            int(same.sum()), len(forward), unit="pair in both orders", confidence=confidence
+        )
+    else:
+        share = cluster_proportion(
+            same,
+            clusters,
+            unit="pair in both orders",
+            resampled="prompt",
+            rounds=rounds,
+            seed=seed,
+            confidence=confidence,
+        )
+    return SwapInvariance(False, share)
 
 
 # --- Transitivity -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from leaderboard.stats.bootstrap import cluster_proportion
 from leaderboard.stats.consistency import (
     PairRepeated,
     choice_consistency,
@@ -433,3 +434,35 @@ def test_the_triples_interval_resamples_groups_not_triples() -> None:
     assert (p.unit, p.clusters, p.method) == ("triple", 10, "cluster bootstrap")
     assert p.lower is not None and p.upper is not None
     assert p.lower < 0.5 < p.upper
+
+
+def test_swap_invariance_and_score_agreement_resample_the_prompts_they_are_given() -> None:
+    # Two prompts: one whose pairs all keep their verdict, one whose pairs all change.
+    forward, backward = ["A"] * 4 + ["A"] * 4, ["A"] * 4 + ["B"] * 4
+    prompts = [1] * 4 + [2] * 4
+    result = swap_invariance(forward, backward, prompts, rounds=400, seed=3)
+    assert result.proportion is not None
+    assert (result.proportion.count, result.proportion.total) == (4, 8)
+    assert (result.proportion.unit, result.proportion.resampled) == (
+        "pair in both orders",
+        "prompt",
+    )
+    expected = cluster_proportion(
+        [True] * 4 + [False] * 4,
+        prompts,
+        unit="pair in both orders",
+        resampled="prompt",
+        rounds=400,
+        seed=3,
+    )
+    assert (result.proportion.lower, result.proportion.upper) == (expected.lower, expected.upper)
+    # Over two prompts the interval spans what drawing one prompt twice gives: 0 to 1.
+    assert (expected.lower, expected.upper) == (0.0, 1.0)
+    scores = {1: 2.0, 2: 0.0}
+    pairs = pd.DataFrame([(10, 1, 2), (11, 2, 1)], columns=["pair_id", "answer_a", "answer_b"])
+    votes = pd.DataFrame([(10, "A"), (10, "A"), (11, "A")], columns=["pair_id", "label"])
+    agreement = score_agreement(
+        scores, pairs, votes, prompts=pd.Series({10: 7, 11: 8}), rounds=200, seed=0
+    )
+    assert (agreement.count, agreement.total, agreement.clusters) == (2, 3, 2)
+    assert (agreement.unit, agreement.resampled) == ("vote", "prompt")
