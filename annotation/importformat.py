@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from config.jsondepth import json_depth
+from core.jsondepth import json_depth
 
 MAX_REPORTED_PROBLEMS = 20
 FORMATS: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}

@@ -182,7 +182,7 @@ class Study(models.Model):
         help_text="The STUDY_ID Prolific sends; Prolific entry is refused until it is set and "
         "refused for any other id.",
     )
-    # The study's Prolific API token, pasted by a researcher: Fernet-encrypted (config.secretbox,
+    # The study's Prolific API token, pasted by a researcher: Fernet-encrypted (core.secretbox,
     # annotation/services/prolific_connection.py); never shown, logged or exported.
     prolific_token_encrypted = models.TextField(blank=True, editable=False)
     prolific_token_set_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -193,7 +193,7 @@ def make_annotators(study: Any, count: int, tag: str) -> list[tuple[str, str]]:
         user = User.objects.create_user(username=f"{tag}-{i}-{uuid.uuid4().hex[:8]}")
         session = SessionStore()
         session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "config.auth.AccountBackend"
+        session[BACKEND_SESSION_KEY] = "core.auth.AccountBackend"
         session[HASH_SESSION_KEY] = user.get_session_auth_hash()
         session.create()
         Worker.objects.create(

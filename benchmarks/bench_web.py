@@ -3,7 +3,7 @@
 Each figure is measured in a new process that does what a gunicorn worker does: import
 config.wsgi (Django set up, URLs loaded), then answer its first request (the log-in page, through
 every middleware), then report its resident memory (VmRSS). The baseline process first imports
-the analysis views and API, as the URL configuration did before config/lazyviews.py (and with
+the analysis views and API, as the URL configuration did before core/lazyviews.py (and with
 them pandas, scipy and numba). Prints one JSON object per mode.
 
     DATABASE_URL=... .venv/bin/python benchmarks/bench_web.py

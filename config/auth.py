@@ -1,32 +1,27 @@
-"""Password log-in throttling: django-axes, wired to Concord's client address.
+"""The log-in backend's old path, kept so that moving it to core/auth.py logs nobody out.
 
-django-axes counts failed log-ins in the database (its AccessAttempt table, visible in the
-admin) and refuses further attempts for a username from one address once AXES_FAILURE_LIMIT is
-reached, for AXES_COOLOFF_TIME. It covers every form that calls Django's `authenticate` with the
-request: `/accounts/login/` and `/admin/login/`.
+A session stores the dotted path of the backend that logged its user in, and Django reads the
+user only if that path is still in AUTHENTICATION_BACKENDS. Sessions made before the move name
+`config.auth.AccountBackend`; without this alias every researcher and every worker in the middle
+of a task would be logged out once at the deploy (a worker who came through a crowd platform's
+link may not find the way back). The alias reads those sessions' users exactly as
+:class:`core.auth.AccountBackend` does and never checks a password, so a log-in costs no second
+hash. Delete it, and its line in AUTHENTICATION_BACKENDS, once SESSION_COOKIE_AGE (two weeks)
+has passed since the deploy of the move: no session can name it any more.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from axes.backends import AxesStandaloneBackend
-from django.contrib.auth import get_user_model
-from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from annotation.selectors.prepared import PreparedSelect
+from core.auth import AccountBackend as _AccountBackend
 
 
-class WebLoginThrottleBackend(AxesStandaloneBackend):
-    """Axes' backend, throttling log-ins that come with a web request.
-
-    A call of `authenticate` without a request (a management command, the test client's
-    `login`) is not a password typed into a form on the web, so there is no address to throttle:
-    it passes on to the next backend instead of raising as axes' own backend does.
-    """
+class AccountBackend(_AccountBackend):
+    """Reads the user of a session stored under the old path; logs nobody in."""
 
     def authenticate(
         self,
@@ -34,29 +29,5 @@ class WebLoginThrottleBackend(AxesStandaloneBackend):
         username: str | None = None,
         password: str | None = None,
         **kwargs: Any,
-    ) -> None:
-        if request is None:
-            return None
-        super().authenticate(request, username=username, password=password, **kwargs)
+    ) -> User | None:
         return None
-
-
-class AccountBackend(ModelBackend):
-    """Django's password backend, reading the session's user with SQL compiled once per process.
-
-    Every request of a logged-in user reads that user by primary key; Django's own backend
-    builds and compiles that query each time, which cost more Python time than the database
-    took. Passwords, `is_active` and permissions behave exactly as in `ModelBackend`.
-    """
-
-    def get_user(self, user_id: Any) -> User | None:
-        try:
-            pk = _USER_MODEL._meta.pk.to_python(user_id)  # the session stores it as text
-        except ValidationError:
-            return None
-        user = _USER.first(pk)
-        return user if user is not None and self.user_can_authenticate(user) else None
-
-
-_USER_MODEL = get_user_model()
-_USER: PreparedSelect[User] = PreparedSelect(lambda pk: _USER_MODEL._default_manager.filter(pk=pk))

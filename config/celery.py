@@ -6,8 +6,11 @@ import os
 
 from celery import Celery
 
+from core import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.production")
 
 app = Celery("concord")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+broker.app_use(app)

@@ -13,9 +13,9 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Study
-from config.access import ResearcherRequiredMixin, get_study_or_404
-from config.broker import BrokerUnavailable
+from core.broker import BrokerUnavailable
 from judges.forms import RunResumeForm, RunStartForm
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.judges import judge_list_for_study

@@ -16,9 +16,9 @@ from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.debug import sensitive_post_parameters
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Study
-from config.access import ResearcherRequiredMixin, get_study_or_404
-from config.forms import form_errors_to
+from core.forms import form_errors_to
 from judges.forms import JudgeCreateForm, JudgeKeyForm
 from judges.models import Judge
 from judges.selectors.judges import judge_get_for_study

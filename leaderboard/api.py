@@ -23,8 +23,8 @@ from rest_framework.response import Response
 from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.views import APIView
 
+from annotation.access import IsResearcherOrAdmin, get_study_or_404
 from annotation.models import HumanJudgment, Pair, Study
-from config.access import IsResearcherOrAdmin, get_study_or_404
 from judges.models import JudgeCall
 from leaderboard.forms import AnalysisFilterForm
 from leaderboard.selectors.api import api_study_list

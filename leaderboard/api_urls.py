@@ -6,8 +6,8 @@ from django.urls import include, path
 from rest_framework.renderers import JSONOpenAPIRenderer
 from rest_framework.schemas import get_schema_view
 
-from config.access import IsResearcherOrAdmin
-from config.lazyviews import lazy_view
+from annotation.access import IsResearcherOrAdmin
+from core.lazyviews import lazy_view
 
 app_name = "leaderboard_api"
 

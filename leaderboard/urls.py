@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from config.lazyviews import lazy_view
+from core.lazyviews import lazy_view
 
 app_name = "leaderboard"
 

@@ -22,9 +22,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Pair, Study
-from config.access import ResearcherRequiredMixin, get_study_or_404
-from config.broker import BrokerUnavailable
+from core.broker import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm, LabelPlanForm
 from leaderboard.models import ExportJob
 from leaderboard.report import label_budget

@@ -13,8 +13,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Study
-from config.access import ResearcherRequiredMixin, get_study_or_404
 from judges.models import JudgeRun
 from leaderboard.forms import FollowupForm
 from leaderboard.selectors.followup import judge_disagreement_counts

@@ -269,7 +269,7 @@ class Demo:
         return child
 
     def start_site(self) -> None:
-        from config.queues import Queue
+        from core.queues import Queue
 
         python = sys.executable
         # One worker serves every queue but the exports, which get a worker of their own so that

@@ -1,7 +1,11 @@
 """An app writes only its own tables; a write to another app's rows goes through that app's
 services; and dependencies point one way: leaderboard reads annotation and judges, judges reads
 annotation, annotation knows neither, and `leaderboard.stats` knows nothing of Django (DESIGN.md,
-"Apps and where things live"). Checked here by reading the source.
+"Apps and where things live"). Under the apps lie two floors: `core/`, tools that know no domain,
+imports no app and no part of config; `config/` (settings, URLs, the Celery app, WSGI) imports
+the apps only from its settings, URLs and Celery app, so nothing of config sits between two apps.
+`leaderboard.stats` imports nothing of the project but itself and `core.conventions`. Checked
+here by reading the source.
 
 Every import counts, at the top of a module or inside a function.
 
@@ -39,9 +43,16 @@ MAY_IMPORT = {
     "judges": frozenset({"annotation"}),
     "leaderboard": frozenset({"annotation", "judges"}),
 }
-# What `leaderboard.stats` may not import: Django, or any app but itself.
+# What `leaderboard.stats` may not import: Django, or any app but itself; of core, only the
+# pure conventions.
 STATS = "leaderboard/stats/"
-STATS_REFUSES = ("django", "rest_framework", "config", *APPS)
+STATS_REFUSES = ("django", "rest_framework", "config", "core", "rankeval", *APPS)
+STATS_MAY_IMPORT = ("leaderboard.stats", "core.conventions")
+# The project's top-level packages that hold domain code: what core may never import.
+PROJECT_APPS = ("annotation", "judges", "leaderboard", "rankeval")
+CORE_REFUSES = (*PROJECT_APPS, "config")
+# The modules of config that may import an app: what the settings name, the URLs, the Celery app.
+CONFIG_MAY_IMPORT_APPS = ("config/settings/", "config/urls.py", "config/celery.py")
 WRITES = frozenset(
     {
         "create",
@@ -240,27 +251,51 @@ def violations_in(source: str, path: str, app: str) -> list[Violation]:
     return sorted(found, key=lambda v: v.line)
 
 
+def _imported_names(source: str, path: str) -> Iterator[tuple[int, str]]:
+    """Each absolute import of `source` (line, dotted name), at the top or inside a function."""
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.lineno, node.module
+
+
 def imports_in(source: str, path: str, app: str) -> list[Violation]:
     """The imports of `source`, a module of `app`, that point against the dependency rule."""
     found: list[Violation] = []
-    for node in ast.walk(ast.parse(source, filename=path)):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            owner = name.split(".")[0]
-            if owner in APPS and owner != app and owner not in MAY_IMPORT[app]:
-                found.append(Violation(path, node.lineno, f"{app} imports {name}"))
-            elif (
-                path.startswith(STATS)
-                and owner in STATS_REFUSES
-                and not name.startswith("leaderboard.stats")
-            ):
-                found.append(Violation(path, node.lineno, f"leaderboard.stats imports {name}"))
+    for line, name in _imported_names(source, path):
+        owner = name.split(".")[0]
+        if owner in APPS and owner != app and owner not in MAY_IMPORT[app]:
+            found.append(Violation(path, line, f"{app} imports {name}"))
+        elif (
+            path.startswith(STATS)
+            and owner in STATS_REFUSES
+            and not any(name == m or name.startswith(f"{m}.") for m in STATS_MAY_IMPORT)
+        ):
+            found.append(Violation(path, line, f"leaderboard.stats imports {name}"))
     return found
+
+
+def floor_imports_in(source: str, path: str) -> list[Violation]:
+    """The imports of `source`, a module of core/ or config/, that point up at an app."""
+    found: list[Violation] = []
+    for line, name in _imported_names(source, path):
+        owner = name.split(".")[0]
+        if path.startswith("core/") and owner in CORE_REFUSES:
+            found.append(Violation(path, line, f"core imports {name}"))
+        elif (
+            path.startswith("config/")
+            and owner in PROJECT_APPS
+            and not path.startswith(CONFIG_MAY_IMPORT_APPS)
+        ):
+            found.append(Violation(path, line, f"config imports {name}"))
+    return found
+
+
+def floor_modules() -> Iterator[str]:
+    for floor in ("core", "config"):
+        for path in sorted((REPO / floor).rglob("*.py")):
+            yield path.relative_to(REPO).as_posix()
 
 
 def app_modules() -> Iterator[tuple[str, str]]:
@@ -295,9 +330,51 @@ def test_dependencies_between_apps_point_one_way() -> None:
     )
 
 
+def test_core_and_config_stand_under_the_apps() -> None:
+    found = [v for path in floor_modules() for v in floor_imports_in(_read(path), path)]
+    assert not found, (
+        "core knows no domain and no config: move the code that needs an app into that app; "
+        "config imports the apps only from settings, urls.py and celery.py:\n"
+        + "\n".join(map(str, found))
+    )
+
+
+def _read(path: str) -> str:
+    return (REPO / path).read_text(encoding="utf-8")
+
+
+def test_the_floor_check_reads_core_and_config() -> None:
+    paths = list(floor_modules())
+    assert {"core/broker.py", "core/db/prepared.py", "config/urls.py"} <= set(paths)
+
+
+@pytest.mark.parametrize(
+    ("path", "snippet", "caught"),
+    [
+        ("core/x.py", "from annotation.models import Study", True),
+        ("core/db/x.py", "def f():\n    import judges", True),
+        ("core/x.py", "from config.celery import app", True),
+        ("core/x.py", "import rankeval.metrics", True),
+        ("core/x.py", "from leaderboard.stats import likert", True),
+        ("core/x.py", "from core.queues import Queue\nfrom django.db import models", False),
+        ("config/auth.py", "from annotation.roles import Role", True),
+        ("config/x.py", "import leaderboard.views", True),
+        ("config/auth.py", "from core.auth import AccountBackend", False),
+        ("config/urls.py", "from annotation.views.studies import HomeView", False),
+        ("config/settings/base.py", "from annotation import roles", False),
+        ("config/celery.py", "from judges import tasks", False),
+    ],
+)
+def test_the_floor_check_catches_an_import_of_an_app(path: str, snippet: str, caught: bool) -> None:
+    assert bool(floor_imports_in(snippet, path)) is caught, snippet
+
+
 @pytest.mark.parametrize(
     ("app", "path", "snippet"),
     [
+        ("leaderboard", "leaderboard/stats/x.py", "from core.db.prepared import PreparedSelect"),
+        ("leaderboard", "leaderboard/stats/x.py", "import core"),
+        ("leaderboard", "leaderboard/stats/x.py", "from rankeval import metrics"),
         ("judges", "judges/services/x.py", "from leaderboard.services.contrast import build"),
         ("judges", "judges/services/x.py", "def f():\n    from leaderboard import models"),
         ("judges", "judges/x.py", "import leaderboard.selectors.contrast"),
@@ -322,6 +399,8 @@ def test_the_check_catches_an_import_against_the_dependencies(
         ("leaderboard", "leaderboard/x.py", "from django.db import models"),
         ("leaderboard", "leaderboard/stats/x.py", "from leaderboard.stats.likert import collapse"),
         ("leaderboard", "leaderboard/stats/x.py", "from . import likert\nimport numpy as np"),
+        ("leaderboard", "leaderboard/stats/x.py", "from core.conventions import LIKERT"),
+        ("leaderboard", "leaderboard/stats/x.py", "import core.conventions"),
         ("annotation", "annotation/x.py", "from .models import Pair\nfrom django.db import models"),
     ],
 )

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
 from annotation.rendering import markdown_render_safe
-from annotation.selectors.prepared import PreparedSelect
+from core.db.prepared import PreparedSelect
 
 
 @dataclass(frozen=True)

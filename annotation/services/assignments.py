@@ -25,7 +25,6 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Assignment, Worker
-from annotation.selectors.prepared import prepared_cursor
 from annotation.services.errors import (
     AssignmentClosed,
     AssignmentNotFound,
@@ -33,6 +32,7 @@ from annotation.services.errors import (
     StudyNotOpen,
     WorkerBlocked,
 )
+from core.db.prepared import prepared_cursor
 
 # How many open pairs one claim looks at; the fewest-taken of them wins. Bounded so that a claim
 # reads a few index pages whatever the size of the study.

@@ -25,7 +25,7 @@ from annotation.panels import Panel, Participant
 from annotation.roles import Role
 from annotation.services.errors import EntryRateLimited, EntryRefused, StudyNotOpen
 from annotation.services.prolific import entry_places_check, entry_verify
-from config.clientaddr import client_address
+from core.clientaddr import client_address
 
 # A session counts as in use while it was seen within this many seconds (or the study's time
 # limit, when longer): a worker who lost their browser can come back after that.

@@ -28,7 +28,6 @@ from annotation.models import (
     Study,
     Worker,
 )
-from annotation.selectors.prepared import PreparedSelect, prepared_cursor
 from annotation.selectors.work import pair_rationale_winner
 from annotation.services.errors import (
     AssignmentClosed,
@@ -37,6 +36,7 @@ from annotation.services.errors import (
     JudgmentInvalid,
 )
 from annotation.services.workers import worker_gold_check
+from core.db.prepared import PreparedSelect, prepared_cursor
 
 T = TypeVar("T")
 
@@ -127,7 +127,7 @@ def _replay(*, worker: Worker, submission_id: UUID) -> HumanJudgment | None:
     return existing
 
 
-# The submit's reads, compiled once per process (annotation.selectors.prepared).
+# The submit's reads, compiled once per process (core.db.prepared).
 _LOCKED_ASSIGNMENT: PreparedSelect[Assignment] = PreparedSelect(
     lambda public_id, worker_id: (
         Assignment.objects.select_for_update(of=("self",))

@@ -1,6 +1,6 @@
 """A study's connection to Prolific: its API token, the linked Prolific study, verified entry.
 
-The token is stored as judge keys are (config.secretbox: Fernet under a key derived from
+The token is stored as judge keys are (core.secretbox: Fernet under a key derived from
 SECRET_KEY, with a purpose of its own); it is decrypted only to make a call, and never shown,
 logged or exported. No call is made inside a database transaction.
 
@@ -34,7 +34,7 @@ from annotation.prolific import (
 )
 from annotation.services.errors import EntryRefused
 from annotation.services.workers import worker_exclude
-from config.secretbox import InvalidToken, secret_clean, secret_decrypt, secret_encrypt
+from core.secretbox import InvalidToken, secret_clean, secret_decrypt, secret_encrypt
 
 logger = logging.getLogger(__name__)
 

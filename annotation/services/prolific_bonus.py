@@ -34,8 +34,8 @@ from annotation.prolific import ProlificError, ProlificUnavailable
 from annotation.selectors.bonus import study_bonus_lines
 from annotation.services.errors import AnnotationError
 from annotation.services.prolific import prolific_client
-from config.broker import BrokerUnavailable, task_send
-from config.queues import Queue
+from core.broker import BrokerUnavailable, task_send
+from core.queues import Queue
 
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.forms.importing import StudyImportForm
 from annotation.models import Answer, Study
 from annotation.selectors.importing import (
@@ -18,7 +19,6 @@ from annotation.selectors.importing import (
 )
 from annotation.services.importing import ImportResult, StudyImportError, study_import
 from annotation.services.leaks import answer_leak_clear
-from config.access import ResearcherRequiredMixin, get_study_or_404
 
 FLAGGED_PER_PAGE = 100
 

@@ -9,13 +9,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin
 from annotation.forms.studies import MemberAddForm
 from annotation.models import Study
 from annotation.selectors.studies import study_member_list
 from annotation.services.roles import study_member_add_by_name, study_member_remove
 from annotation.views.setup import study_for_config_or_404
-from config.access import ResearcherRequiredMixin
-from config.forms import form_errors_to
+from core.forms import form_errors_to
 
 
 class StudyMembersView(ResearcherRequiredMixin, View):

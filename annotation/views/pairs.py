@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.forms.pairs import PairsGenerateForm
 from annotation.models import Study
 from annotation.selectors.pairs import (
@@ -23,7 +24,6 @@ from annotation.services.pairs import (
     gold_pairs_generate,
     pairs_generate,
 )
-from config.access import ResearcherRequiredMixin, get_study_or_404
 
 PAIRS_PER_PAGE = 50
 

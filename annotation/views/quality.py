@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import ProlificBonusBatch, Worker
 from annotation.selectors.bonus import study_bonus_lines, study_reward_cents
 from annotation.selectors.quality import (
@@ -25,8 +26,7 @@ from annotation.services.prolific_bonus import (
     bonus_batch_settle,
 )
 from annotation.services.workers import worker_block_set, worker_exclude, worker_return
-from config import csvsafe
-from config.access import ResearcherRequiredMixin, get_study_or_404
+from core import csvsafe
 
 
 class WorkerQualityView(ResearcherRequiredMixin, View):

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.forms.studies import ProlificConnectionForm, StudyCreateForm, StudySettingsForm
 from annotation.models import Study
 from annotation.prolific import ProlificError
@@ -29,8 +30,7 @@ from annotation.services.studies import (
     study_create,
     study_settings_update,
 )
-from config.access import ResearcherRequiredMixin, get_study_or_404
-from config.forms import form_errors_to
+from core.forms import form_errors_to
 
 
 def study_for_config_or_404(request: HttpRequest, slug: str) -> Study:

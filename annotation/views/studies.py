@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views import View
 
+from annotation.access import ResearcherRequiredMixin, get_study_or_404, is_researcher_or_admin
 from annotation.selectors.studies import study_list_with_counts
-from config.access import ResearcherRequiredMixin, get_study_or_404, is_researcher_or_admin
 
 
 class HomeView(LoginRequiredMixin, View):

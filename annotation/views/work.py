@@ -64,7 +64,7 @@ from annotation.services.errors import (
 )
 from annotation.services.judgments import judgment_submit
 from annotation.services.workers import worker_completion_code, worker_consent, worker_finish
-from config.csp import CONTENT_SECURITY_POLICY
+from core.csp import CONTENT_SECURITY_POLICY
 
 LIKERT_CHOICES: tuple[tuple[int, str], ...] = (
     (1, "Left is much better"),
@@ -113,7 +113,7 @@ class EntryView(View):
         except StudyNotOpen as exc:
             return render(request, "annotation/work/no_work.html", {"message": exc.message})
         assert worker.user is not None
-        login(request, worker.user, backend="config.auth.AccountBackend")
+        login(request, worker.user, backend="core.auth.AccountBackend")
         if request.session.session_key is None:
             request.session.save()  # a flushed session has its key only once saved
         session_key = request.session.session_key

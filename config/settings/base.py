@@ -31,10 +31,10 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
 # Django's PostgreSQL backend with a health check that asks the server only when the connection's
-# socket says something happened or a round trip is due (config/postgresql/base.py).
+# socket says something happened or a round trip is due (core/db/postgresql/base.py).
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["ENGINE"] = "config.postgresql"
-# The annotator's per-request statements (annotation.selectors.prepared.prepared_cursor) are
+    DATABASES["default"]["ENGINE"] = "core.db.postgresql"
+# The annotator's per-request statements (core.db.prepared.prepared_cursor) are
 # prepared on the server, so PostgreSQL plans each once per connection; planning those joins took
 # several times longer than running them. Nothing else is prepared: Django's own cursors bind on
 # the client and never prepare, and the threshold only has to be set for psycopg to prepare at
@@ -45,7 +45,8 @@ if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
-    "config.admin.ConcordAdminConfig",  # the admin site for admins only (config/admin.py)
+    # The admin site for admins only (annotation/admin_site.py).
+    "annotation.admin_site.ConcordAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -59,40 +60,42 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # /healthz and /readyz, before host checks and the HTTPS redirect (config/health.py).
-    "config.health.HealthCheckMiddleware",
+    # /healthz and /readyz, before host checks and the HTTPS redirect (core/health.py).
+    "core.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT, compressed and cached, by the app itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # 413 for a body over CONCORD_MAX_IMPORT_BYTES before anything reads it (config/uploads.py).
-    "config.uploads.RequestSizeLimitMiddleware",
+    # 413 for a body over CONCORD_MAX_IMPORT_BYTES before anything reads it (core/uploads.py).
+    "core.uploads.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "config.csp.ContentSecurityPolicyMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: turns a locked-out log-in into its 429 response.
     "axes.middleware.AxesMiddleware",
 ]
 
-# Password log-ins (/accounts/login/, /admin/login/) are throttled by django-axes (config/auth.py):
+# Password log-ins (/accounts/login/, /admin/login/) are throttled by django-axes (core/auth.py):
 # after AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is
 # refused for AXES_COOLOFF_TIME, even with the right password. Keyed on username and address
 # together, so nobody can lock a researcher out from elsewhere.
 AUTHENTICATION_BACKENDS = [
-    "config.auth.WebLoginThrottleBackend",
-    # ModelBackend with its per-request user read compiled once (config/auth.py).
+    "core.auth.WebLoginThrottleBackend",
+    # ModelBackend with its per-request user read compiled once (core/auth.py).
+    "core.auth.AccountBackend",
+    # Sessions made before the backend moved from config/ name this path (config/auth.py).
     "config.auth.AccountBackend",
 ]
-# Django's database sessions, their per-request read compiled once (config/sessions.py).
-SESSION_ENGINE = "config.sessions"
+# Django's database sessions, their per-request read compiled once (core/sessions.py).
+SESSION_ENGINE = "core.sessions"
 AXES_FAILURE_LIMIT: int = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("AXES_COOLOFF_MINUTES", default=15.0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "config.clientaddr.request_client_address"
+AXES_CLIENT_IP_CALLABLE = "core.clientaddr.request_client_address"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -200,9 +203,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # 400, not 500, for JSON nested too deep (see config/parsers.py).
+    # 400, not 500, for JSON nested too deep (see core/parsers.py).
     "DEFAULT_PARSER_CLASSES": [
-        "config.parsers.DepthLimitedJSONParser",
+        "core.parsers.DepthLimitedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

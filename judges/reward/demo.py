@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from annotation.models import Study
-from config.broker import BrokerUnavailable
+from core.broker import BrokerUnavailable
 from judges.models import Judge, PLTraining
 from judges.reward.data import SOURCE_HUMAN, SOURCE_RANKED
 from judges.reward.services import TrainingRequest, pl_training_start

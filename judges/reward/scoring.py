@@ -42,8 +42,8 @@ from django.utils import timezone
 
 from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
-from config.broker import broker_check, task_send
-from config.queues import Queue
+from core.broker import broker_check, task_send
+from core.queues import Queue
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.reward.data import question_text
 

@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Study
-from config.broker import BrokerUnavailable, broker_check
+from core.broker import BrokerUnavailable, broker_check
 from judges.models import Judge, PLTraining
 from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data

@@ -33,7 +33,7 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
-from config.broker import url_label
+from core.broker import url_label
 from judges.llm import baselines
 from judges.llm.client import (
     ChatReply,

@@ -1,6 +1,6 @@
 """API keys of LLM judges: read from the environment, or pasted in the page and kept encrypted.
 
-A pasted key is encrypted by config.secretbox (Fernet under a key derived from SECRET_KEY with a
+A pasted key is encrypted by core.secretbox (Fernet under a key derived from SECRET_KEY with a
 purpose of its own). It is decrypted only at call time, in the worker; it is never shown again,
 never logged and never exported. Changing SECRET_KEY makes stored keys unreadable: such a judge
 then says so and asks for the key again.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from config.secretbox import InvalidToken, secret_clean, secret_decrypt, secret_encrypt
+from core.secretbox import InvalidToken, secret_clean, secret_decrypt, secret_encrypt
 from judges.llm.client import JudgeNotConfigured, api_key_get
 from judges.models import Judge
 

@@ -17,11 +17,11 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from annotation.access import is_researcher_or_admin
 from annotation.models import Pair, Study
 from annotation.selectors.studies import study_list_for_user
-from config.access import is_researcher_or_admin
-from config.broker import BrokerUnavailable, broker_check, queue_length, task_send
-from config.queues import Queue
+from core.broker import BrokerUnavailable, broker_check, queue_length, task_send
+from core.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.calls import (
     attempt_errors_appended,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from config import csvsafe
+from core import csvsafe
 from leaderboard.parallel import run_parallel
 from leaderboard.report.base import (
     HUMAN,

@@ -30,9 +30,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.models import Study
-from config import csvsafe
-from config.broker import BrokerUnavailable, broker_check, task_send
-from config.queues import Queue
+from core import csvsafe
+from core.broker import BrokerUnavailable, broker_check, task_send
+from core.queues import Queue
 from leaderboard.models import ExportJob
 from leaderboard.selectors.exports import EXPORT_TABLES, study_export_count
 from leaderboard.services.exports import parquet_stream, study_export_write

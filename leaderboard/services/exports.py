@@ -6,7 +6,7 @@ bounded whatever the study's size. The database does the encoding, cell by cell 
 
 - CSV: PostgreSQL's CSV with a header. Whole numbers stay whole (an empty cell when NULL, never
   ``2.0``), money keeps its exact decimal digits, flags read ``true``/``false``, times are ISO
-  8601 in UTC, and text cells go through the formula neutraliser of :mod:`config.csvsafe`.
+  8601 in UTC, and text cells go through the formula neutraliser of :mod:`core.csvsafe`.
 - JSONL: the same CSV read by pyarrow into typed columns, each column turned into JSON text by
   Arrow kernels and the columns joined into lines (numbers as JSON numbers, money exact, NULL as
   null, the cited values as a JSON array; see `json_lines`).
@@ -35,7 +35,7 @@ from django.db import connection, models
 from django.db.models import QuerySet
 
 from annotation.models import Study
-from config.csvsafe import csv_cell_sql
+from core.csvsafe import csv_cell_sql
 from leaderboard.selectors.exports import EXPORT_COMPUTED, EXPORT_TABLES, study_export_queryset
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]

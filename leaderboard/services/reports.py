@@ -25,8 +25,8 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from annotation.models import Study
-from config.broker import BrokerUnavailable, task_send
-from config.queues import Queue
+from core.broker import BrokerUnavailable, task_send
+from core.queues import Queue
 from leaderboard.lookup import rows_of_run
 from leaderboard.models import ReportSnapshot
 from leaderboard.parallel import run_parallel

@@ -12,8 +12,8 @@ from django.db.models.sql.compiler import SQLCompiler
 from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Assignment, Worker
-from annotation.selectors.prepared import PreparedSelect, prepared_cursor
 from annotation.services.assignments import assignment_claim_next
+from core.db.prepared import PreparedSelect, prepared_cursor
 from tests.annotation.work_helpers import make_pairs, make_worker
 from tests.conftest import Cast
 

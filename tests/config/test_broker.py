@@ -1,4 +1,4 @@
-"""The broker helpers every app queues through (config/broker.py), against a real Redis and a
+"""The broker helpers every app queues through (core/broker.py), against a real Redis and a
 port where nothing listens."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from config.broker import BrokerUnavailable, broker_check, queue_length, task_send
-from config.queues import Queue
+from core.broker import BrokerUnavailable, broker_check, queue_length, task_send
+from core.queues import Queue
 from leaderboard.models import ExportJob
 from leaderboard.services.export_jobs import export_job_request
 from tests.conftest import Cast

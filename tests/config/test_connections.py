@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections
 from django.db.backends.postgresql.base import DatabaseWrapper as DjangoWrapper
 
-import config.postgresql.base
+import core.db.postgresql.base
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,8 +72,8 @@ def next_request() -> int:
 
 
 def test_the_backend_is_concords_with_the_cheaper_health_check() -> None:
-    assert settings.DATABASES["default"]["ENGINE"] == "config.postgresql"
-    assert isinstance(connections["default"], config.postgresql.base.DatabaseWrapper)
+    assert settings.DATABASES["default"]["ENGINE"] == "core.db.postgresql"
+    assert isinstance(connections["default"], core.db.postgresql.base.DatabaseWrapper)
 
 
 def test_a_connection_checked_recently_with_a_quiet_socket_is_reused_without_a_round_trip(
@@ -93,7 +93,7 @@ def test_the_round_trip_comes_back_once_it_is_due(
     first = next_request()
     next_request()
     assert round_trips == [first]
-    monkeypatch.setattr(config.postgresql.base, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(core.db.postgresql.base, "RECHECK_SECONDS", 0.0)
     assert next_request() == first
     assert round_trips == [first, first]
 
@@ -108,7 +108,7 @@ def test_anything_waiting_on_the_socket_gets_the_round_trip(round_trips: list[in
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
         other.execute("NOTIFY concord_health")  # arrives on our idle connection's socket, unread
     waited = 0.0
-    while not config.postgresql.base._something_waiting(connection.connection.fileno()):
+    while not core.db.postgresql.base._something_waiting(connection.connection.fileno()):
         assert waited < 5, "the notification never arrived"
         time.sleep(0.01)
         waited += 0.01

@@ -18,7 +18,7 @@ import yaml
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import Client
 
-from config.queues import Queue
+from core.queues import Queue
 from tests.config.django_process import ROOT, child_env, free_port
 from tests.conftest import PASSWORD, Cast
 

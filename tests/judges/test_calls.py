@@ -12,8 +12,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from config.broker import task_send
-from config.queues import Queue
+from core.broker import task_send
+from core.queues import Queue
 from judges.llm.client import UnsafeBaseURL, chat_complete
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.selectors.runs import judge_run_progress

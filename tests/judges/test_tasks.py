@@ -6,7 +6,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from config.queues import Queue
+from core.queues import Queue
 from judges import tasks
 from judges.models import JudgeCall
 from judges.services.calls import judge_call_execute

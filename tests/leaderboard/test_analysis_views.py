@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import HumanJudgment, Study
-from config.broker import queue_length
-from config.queues import Queue
+from core.broker import queue_length
+from core.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
 from leaderboard.models import ReportSnapshot
 from leaderboard.selectors.frames import VoteFilters

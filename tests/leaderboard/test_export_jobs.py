@@ -15,9 +15,9 @@ from django.urls import reverse
 
 from annotation.models import Study
 from annotation.roles import Role
-from config.broker import BrokerUnavailable, queue_length
 from config.celery import app as celery_app
-from config.queues import Queue
+from core.broker import BrokerUnavailable, queue_length
+from core.queues import Queue
 from leaderboard.models import ExportJob
 from leaderboard.selectors.exports import study_export_count
 from leaderboard.services import export_jobs, exports

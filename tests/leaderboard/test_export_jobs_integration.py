@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from annotation.models import Study
 from annotation.services.roles import study_member_add
-from config.broker import queue_length, task_send
-from config.queues import Queue
+from core.broker import queue_length, task_send
+from core.queues import Queue
 from leaderboard.models import ExportJob
 from leaderboard.services.reports import TASK_REPORT_COMPUTE
 from tests.conftest import Cast

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from annotation.models import HumanJudgment, Study
 from annotation.services.workers import worker_exclude
-from config.csvsafe import csv_cell, csv_cell_sql
+from core.csvsafe import csv_cell, csv_cell_sql
 from judges.models import JudgeCall
 from leaderboard.selectors.exports import study_export_count
 from leaderboard.services import exports

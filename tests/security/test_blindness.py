@@ -7,8 +7,9 @@ import pytest
 from annotation.leakscan import scan_answer, worker_visible_text
 from tests.security.selfnaming_corpus import DISGUISED, ORDINARY
 
-# Measured on the corpora below when the scan was written: 57 of 58 disguised self-namings
-# flagged (98.3%; the miss is "created by ~~nobody~~ Google DeepMind"), 0 of 60 ordinary answers.
+# Measured on the corpora below: the phrase-list scan flagged 57 of 58 disguised self-namings
+# (98.3%; the miss was "created by ~~nobody~~ Google DeepMind") and 0 of 60 ordinary answers; the
+# relation scan of issue 27 flags 58 of 58 and 0 of 60.
 MIN_FLAGGED = 0.95
 MAX_FALSE_FLAGS = 0.05
 

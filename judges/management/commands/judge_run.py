@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from annotation.models import Study
-from config.broker import BrokerUnavailable
+from core.broker import BrokerUnavailable
 from judges.models import Judge, JudgeRun
 from judges.selectors.runs import judge_run_progress
 from judges.services.runs import JudgeNotReady, judge_run_start

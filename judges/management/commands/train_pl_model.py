@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from annotation.models import Study
-from config.broker import BrokerUnavailable
+from core.broker import BrokerUnavailable
 from judges.management.commands.judge_run import Command as JudgeRunCommand
 from judges.models import PLTraining
 from judges.reward.data import SOURCES, TIES_DROP, TIES_HALF

@@ -24,4 +24,4 @@ class ConcordAdminSite(admin.AdminSite):
 
 
 class ConcordAdminConfig(AdminConfig):
-    default_site = "config.admin.ConcordAdminSite"
+    default_site = "annotation.admin_site.ConcordAdminSite"

@@ -1,15 +1,35 @@
 """The Celery broker seen from the web and the workers: is it there, how long is a queue, send a
-task. Every app that queues work uses these, beside the Celery app itself (config/celery.py)."""
+task. Every app that queues work uses these, beside the Celery app itself (config/celery.py).
+
+core imports no part of config, so the Celery app is handed in: config/celery.py calls
+:func:`app_use` as it makes the app, and `config/__init__.py` imports that module whenever Django
+loads the settings, so every process that can queue work has it. (Celery's `current_app` would do
+the same only on the thread that made the app.)"""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from config.celery import app as celery_app
-from config.queues import Queue
+from core.queues import Queue
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 logger = logging.getLogger(__name__)
+_APP: list[Celery] = []
+
+
+def app_use(app: Celery) -> None:
+    """Make `app` the Celery app these helpers publish to and read from (config/celery.py)."""
+    _APP[:] = [app]
+
+
+def _celery() -> Celery:
+    if not _APP:
+        raise RuntimeError("no Celery app: import config.celery (Django's settings do) first")
+    return _APP[0]
 
 
 class BrokerUnavailable(Exception):
@@ -27,13 +47,13 @@ def url_label(url: str) -> str:
 
 def _broker_label() -> str:
     """The URL of the broker the app writes to, without any password, for an error message."""
-    return url_label(celery_app.conf.broker_write_url or celery_app.conf.broker_url)
+    return url_label(_celery().conf.broker_write_url or _celery().conf.broker_url)
 
 
 def broker_check() -> None:
     """Raise BrokerUnavailable unless the broker accepts a connection now."""
     try:
-        with celery_app.connection_for_write() as connection:
+        with _celery().connection_for_write() as connection:
             connection.ensure_connection(max_retries=1, interval_start=0, timeout=3)
     except Exception as exc:  # noqa: BLE001 - any failure to connect means the same thing
         raise BrokerUnavailable(
@@ -48,7 +68,7 @@ def queue_length(queue: Queue) -> int:
     kombu keeps a Redis queue as a list under its name, and one more list per priority step.
     """
     try:
-        with celery_app.connection_for_read() as conn:
+        with _celery().connection_for_read() as conn:
             client = conn.default_channel.client
             sep = "\x06\x16"
             names = [queue.value] + [f"{queue.value}{sep}{step}" for step in (3, 6, 9)]
@@ -69,7 +89,7 @@ def task_send(
     """Publish a task by its name on `queue`, retrying twice at once; raise BrokerUnavailable if
     the broker still refuses it. `recovery` ends the error's message: what becomes of the work."""
     try:
-        celery_app.send_task(
+        _celery().send_task(
             name,
             args=args,
             queue=queue.value,

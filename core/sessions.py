@@ -4,7 +4,7 @@ Django's `db` engine builds and compiles the same `Session.objects.get(...)` on 
 that reads a session; on this machine that compilation cost more Python time than PostgreSQL took
 to answer. This engine keeps the same table, the same columns, the same expiry rule and the same
 encoding (sessions made by either engine are read by the other); only the read is a
-:class:`~annotation.selectors.prepared.PreparedSelect`.
+:class:`~core.db.prepared.PreparedSelect`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.contrib.sessions.models import Session
 from django.core.exceptions import SuspiciousOperation
 from django.utils import timezone
 
-from annotation.selectors.prepared import PreparedSelect
+from core.db.prepared import PreparedSelect
 
 _SESSION: PreparedSelect[Session] = PreparedSelect(
     lambda key, now: Session.objects.filter(session_key=key, expire_date__gt=now)

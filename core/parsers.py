@@ -15,7 +15,7 @@ from typing import IO, Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from config.jsondepth import json_depth
+from core.jsondepth import json_depth
 
 MAX_DEPTH = 32
 

@@ -1,0 +1,1 @@
+"""Database tools that know no domain: the PostgreSQL backend and prepared statements."""
