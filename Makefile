@@ -10,16 +10,19 @@ TEST := DJANGO_SETTINGS_MODULE=config.settings.test
 
 # The demo needs only the runtime requirements; the tests add the dev tools (and a browser).
 $(RUNTIME): requirements.txt
+	@echo "Building $(VENV): the runtime requirements ($$(grep -c '==' requirements.txt) pinned packages, PyTorch among them; a first build takes a few minutes) ..."
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
 	touch $(RUNTIME)
+	@echo "$(VENV) has the runtime requirements."
 
 # requirements-audit.txt goes in with --no-deps: the packages that the style-control audit
 # compares against (alpaca-eval, arena-rank) pin or ask for versions that clash with ours
 # (arena-rank pins numpy 2.3.3, we pin 2.4.6) and for far more than they import; the file pins
 # exactly what importing their two modules needs.
 $(STAMP): $(RUNTIME) requirements-dev.txt requirements-audit.txt
+	@echo "Adding the test tools to $(VENV) ..."
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps -r requirements-audit.txt
 	touch $(STAMP)

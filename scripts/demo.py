@@ -431,9 +431,11 @@ def start(*, port: int) -> int:
         demo.write_services(pg_socket_dir=pg_socket_dir, redis_socket=redis_socket)
         print("Migrating and loading the demo study ...", flush=True)
         demo.manage("migrate", "--noinput")
-        # The site starts while the study loads: the two overlap, and neither needs the other.
-        demo.start_site()
         setup_output = demo.manage("demo_setup", "--base-url", f"http://127.0.0.1:{port}")
+        # The site starts only now: a log-in page that answers before its log-ins exist (it
+        # did, for a minute and more on a first start) turns a new user away.
+        print("Starting the web server, the worker and beat ...", flush=True)
+        demo.start_site()
         demo.wait_for_site()
         _print_ready(setup_output=setup_output, port=port, paths=paths, started=started)
         while True:

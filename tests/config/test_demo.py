@@ -42,6 +42,8 @@ class RunningDemo:
     output_path: Path
     base: str
     port: int
+    # Whether the demo's log-ins (their password files) existed when its port first answered.
+    logins_when_first_served: bool
 
     @property
     def output(self) -> str:
@@ -96,13 +98,21 @@ def demo_start(env: dict[str, str]) -> RunningDemo:
             # Its own process group, as a terminal's foreground job is: Ctrl-C reaches the group.
             start_new_session=True,
         )
-    demo = RunningDemo(process, output_path, f"http://127.0.0.1:{port}", port)
+    var = Path(env["CONCORD_VAR_DIR"])
+    demo = RunningDemo(process, output_path, f"http://127.0.0.1:{port}", port, False)
     deadline = time.monotonic() + START_TIMEOUT
+    served = False
     while "Serving on" not in demo.output:
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(f"the demo did not start:\n{demo.output}")
-        time.sleep(0.5)
+        if not served:
+            logins = any(var.glob("demo-password-*"))
+            with socket.socket() as probe:
+                probe.settimeout(0.2)
+                served = probe.connect_ex(("127.0.0.1", port)) == 0
+            demo.logins_when_first_served = logins
+        time.sleep(0.2)
     return demo
 
 
@@ -171,6 +181,10 @@ def pair_count(output: str) -> int:
     found = re.search(r"Demo study 'demo': 34 prompts, (\d+) pairs", output)
     assert found is not None, output
     return int(found.group(1))
+
+
+def test_the_site_answers_only_once_its_log_ins_exist(demo: RunningDemo) -> None:
+    assert demo.logins_when_first_served
 
 
 def test_the_demo_prints_what_each_login_is_for_and_how_to_give_a_judge_its_key(
