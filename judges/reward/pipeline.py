@@ -4,7 +4,9 @@ Steps: read and check the study's examples (:mod:`judges.reward.data`), split th
 with the training's seed, turn answers into model inputs (cached embeddings and the head's
 features, or question-answer text pairs for a Hugging Face model), train (:mod:`training`),
 measure on the held-out prompts (AdvisorQA's Table 3 measures, and the accuracy on held-out
-human pairs), write the artifact (:mod:`artifacts`).
+human pairs), fit the temperature of the verdicts' probability on the held-out ranked pairs
+(:mod:`judges.reward.calibration`; none when nothing is held out), write the artifact
+(:mod:`artifacts`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 
 from judges.models import PLTraining
 from judges.reward import artifacts, encoder
+from judges.reward.calibration import pair_differences, temperature_fit
 from judges.reward.data import StudyData, split_prompts, study_data
 from judges.reward.features import FEATURES, head_new, head_scorer, head_scores, pair_features
 from judges.reward.losses import parse_k
@@ -229,8 +232,13 @@ def train_and_save(*, training: PLTraining, still_mine: EpochRecorder) -> Traine
             "mixed_precision": "bfloat16" if device.type == "cuda" else "none",
         }
     seconds = time.perf_counter() - started
+    held_diffs, held_weights = pair_differences(
+        scores, indexed.held_out.lists, indexed.held_out.pairs
+    )
+    calibration = temperature_fit(held_diffs, held_weights)
     metrics = _nan_to_none(
         {
+            "calibration": calibration.as_dict() if calibration else None,
             "held_out": measures(scores, indexed.held_out),
             "train": measures(scores, indexed.train),
             "train_seconds": seconds,
@@ -250,6 +258,7 @@ def train_and_save(*, training: PLTraining, still_mine: EpochRecorder) -> Traine
         "training_data_hash": found.data_hash(),
         "data_summary": summary,
         "held_out_prompts": indexed.held_out_prompts,
+        "temperature": calibration.temperature if calibration else None,
         "metrics": metrics,
         "curve": _nan_to_none(curve),
         "versions": artifacts.library_versions(),

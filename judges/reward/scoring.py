@@ -17,8 +17,10 @@ r_A's stored score; the cross score h(I_A, r_B) is computed by the same task eac
 While its answers are scored the run stays *pending*: the LLM calls' reconciler looks only at
 running runs, and a pending run with no calls is neither re-queued nor marked done by it.
 
-The Likert rule. With scores h_A and h_B, P(B better) = sigmoid(h_B - h_A) (Bradley-Terry, the
-PL model for two answers), and the canonical Likert score is
+The Likert rule. With scores h_A and h_B, P(B better) = sigmoid((h_B - h_A) / T) (Bradley-Terry,
+the PL model for two answers, with the temperature T the training fitted on its held-out pairs:
+:mod:`judges.reward.calibration`; T = 1, "uncalibrated", for an artifact from before the fit),
+and the canonical Likert score is
 
     likert = min(8, floor(8 * P) + 1),
 
@@ -31,7 +33,6 @@ A and B gives 9 - likert except on a bin edge.
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections.abc import Iterable
 
@@ -45,6 +46,12 @@ from annotation.services.judgments import likert_preference
 from core.broker import broker_check, task_send
 from core.queues import Queue
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from judges.reward.calibration import (
+    UNCALIBRATED,
+    artifact_temperature,
+    likert_from_probability,
+    probability_b,
+)
 from judges.reward.data import question_text
 
 logger = logging.getLogger(__name__)
@@ -55,22 +62,6 @@ SCORE_BATCH = 256
 
 class RunCancelled(Exception):
     """The run stopped being pending while its answers were scored."""
-
-
-def probability_b(score_a: float, score_b: float) -> float:
-    """P(B better) = sigmoid(h_B - h_A), computed without overflow."""
-    diff = score_b - score_a
-    if diff >= 0:
-        return 1.0 / (1.0 + math.exp(-diff))
-    e = math.exp(diff)
-    return e / (1.0 + e)
-
-
-def likert_from_probability(p: float) -> int:
-    """The canonical Likert 1-8 of P(B better): min(8, floor(8 P) + 1) (see the module)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"a probability is in [0, 1], not {p}")
-    return min(8, math.floor(8 * p) + 1)
 
 
 def queue_on_commit(task: str, object_id: int) -> None:
@@ -219,17 +210,36 @@ def cross_scores(*, run: JudgeRun, items: list[tuple[int, int]]) -> dict[tuple[i
     return {item: float(v) for item, v in zip(items, values, strict=True)}
 
 
+def judge_temperature(judge: Judge) -> float | None:
+    """The fitted temperature of the judge's artifact, None when uncalibrated or missing."""
+    from judges.reward.artifacts import ArtifactMissing, artifact_metadata
+
+    try:
+        return artifact_temperature(artifact_metadata(str(judge.params.get("artifact", ""))))
+    except ArtifactMissing:
+        return None
+
+
 def pair_call(
-    *, run: JudgeRun, pair_id: int, score_a: float, score_b: float, cross: bool = False
+    *,
+    run: JudgeRun,
+    pair_id: int,
+    score_a: float,
+    score_b: float,
+    cross: bool = False,
+    temperature: float | None = None,
 ) -> JudgeCall:
     """The judge call of one pair derived from two answer scores (A shown first); `cross` says
-    that both were scored under the pair's prompt, one answer being another prompt's."""
-    p = probability_b(score_a, score_b)
+    that both were scored under the pair's prompt, one answer being another prompt's;
+    `temperature` is the artifact's fitted T (None: uncalibrated, T = 1)."""
+    t = temperature if temperature is not None else UNCALIBRATED
+    p = probability_b(score_a, score_b, t)
     likert = likert_from_probability(p)
     now = timezone.now()
     request: dict[str, object] = {
         "pl_artifact": run.judge.params.get("artifact", ""),
         "order_invariant": True,
+        "temperature": temperature,
     }
     if cross:
         request["scored_under_item_prompt"] = True
@@ -239,7 +249,11 @@ def pair_call(
         order=JudgeCall.Order.A_FIRST,
         status=JudgeCall.Status.DONE,
         request=request,
-        raw_output=f"h_A={score_a:.6f} h_B={score_b:.6f} P(B better)={p:.6f}",
+        raw_output=(
+            f"h_A={score_a:.6f} h_B={score_b:.6f} "
+            + (f"T={t:.6f}" if temperature is not None else "T=1 (uncalibrated)")
+            + f" P(B better)={p:.6f}"
+        ),
         likert_shown=likert,
         likert=likert,
         preference=likert_preference(likert),
@@ -286,6 +300,7 @@ def pl_run_execute(*, run_id: int) -> str:
     try:
         scores = answers_score(run=run, answer_ids=answer_ids)
         crossed = cross_scores(run=run, items=foreign)
+        temperature = judge_temperature(run.judge)
 
         def under(prompt_id: int, answer_id: int) -> float:
             return crossed.get((prompt_id, answer_id), scores[answer_id])
@@ -297,6 +312,7 @@ def pl_run_execute(*, run_id: int) -> str:
                 score_a=under(p, a),
                 score_b=under(p, b),
                 cross=contrast is not None,
+                temperature=temperature,
             )
             for pk, p, contrast, a, b in pairs
         ]

@@ -14,8 +14,9 @@ from annotation.services.contrast import ContrastPairSpec, contrast_set_store
 from annotation.services.pairs import pairs_generate
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, PLTraining
 from judges.reward import artifacts, pipeline, scoring
+from judges.reward.calibration import likert_from_probability, probability_b
 from judges.reward.data import question_text
-from judges.reward.scoring import likert_from_probability, pl_run_execute, probability_b
+from judges.reward.scoring import pl_run_execute
 from judges.reward.services import (
     TrainingRequest,
     pl_training_cancel,
@@ -174,9 +175,17 @@ def test_a_pl_run_scores_each_answer_once_and_derives_one_call_per_pair(
     calls = list(JudgeCall.objects.filter(run=run).select_related("pair"))
     assert len(calls) == len(pairs) == 36
     scores = dict(AnswerScore.objects.filter(run=run).values_list("answer_id", "score"))
+    # The verdicts read the probability through the temperature fitted on the held-out pairs.
+    metadata = artifacts.artifact_metadata(judge.params["artifact"])
+    temperature = metadata["temperature"]
+    assert temperature > 0 and temperature != 1.0
+    assert metadata["metrics"]["calibration"]["temperature"] == temperature
+    training = PLTraining.objects.get(judge=judge)
+    assert training.metrics["calibration"]["temperature"] == temperature
     for call in calls:
         assert call.order == JudgeCall.Order.A_FIRST and call.status == JudgeCall.Status.DONE
-        p = probability_b(scores[call.pair.answer_a_id], scores[call.pair.answer_b_id])
+        assert call.request["temperature"] == temperature
+        p = probability_b(scores[call.pair.answer_a_id], scores[call.pair.answer_b_id], temperature)
         assert call.likert == call.likert_shown == likert_from_probability(p)
         assert (call.score_a, call.score_b) == (
             scores[call.pair.answer_a_id],
@@ -223,7 +232,8 @@ def test_a_pl_run_scores_both_answers_of_a_contrast_item_under_the_item_prompt(
         texts = [item.answer_a.turns[0], item.answer_b.turns[0]]
         h_a, h_b = (float(v) for v in model.score([question, question], texts))
         assert (call.score_a, call.score_b) == pytest.approx((h_a, h_b))
-        assert call.likert == likert_from_probability(probability_b(h_a, h_b))
+        temperature = artifacts.artifact_metadata(judge.params["artifact"])["temperature"]
+        assert call.likert == likert_from_probability(probability_b(h_a, h_b, temperature))
         # The answer of the other prompt is scored under this item's prompt, not its own.
         other = item.answer_b if item.answer_a.prompt_id == item.prompt_id else item.answer_a
         under_item = h_b if other == item.answer_b else h_a
