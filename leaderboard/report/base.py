@@ -52,7 +52,9 @@ class ReportParams:
     with replacement: ``prompt`` (default: all of a prompt's units and votes together, the honest
     uncertainty about new prompts) or ``vote`` (each unit or battle on its own, FastChat's
     choice). baseline: the system the length-controlled win rates compare every model with
-    ("": the system in the most pairs, the first by name among equals).
+    ("": the system in the most pairs, the first by name among equals). pl_usd_per_1000: the
+    price the researcher puts on a PL reward model's compute, in USD per 1,000 pairs scored
+    (0: not priced; its calls cost nothing on the judge ledger).
     """
 
     seed: int = 0
@@ -62,6 +64,7 @@ class ReportParams:
     confidence: float = 0.95
     resample: Resample = "prompt"
     baseline: str = ""
+    pl_usd_per_1000: float = 0.0
 
 
 def rounds_within(requested: int, work_per_round: int, budget: int) -> int:

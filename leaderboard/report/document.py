@@ -31,7 +31,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class ReportPayloadError(ValueError):

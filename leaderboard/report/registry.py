@@ -9,6 +9,7 @@ from typing import Any
 from leaderboard.report import (
     advisorqa,
     agreement,
+    agreement_cost,
     answer_ratings,
     consistency,
     gold,
@@ -39,6 +40,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     win_rates.SECTION,
     consistency.SECTION,
     label_budget.SECTION,
+    agreement_cost.SECTION,
 )
 
 

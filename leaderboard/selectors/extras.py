@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from django.db.models import Count, F, Func, IntegerField, Q, Value
+from django.db.models import Count, F, Func, IntegerField, Q, Sum, Value
 from django.db.models.sql.compiler import SQLCompiler
 
-from annotation.models import Answer, HumanJudgment, Pair, Study
+from annotation.models import Answer, HumanJudgment, Pair, PayEntry, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.lookup import positions_of
 from leaderboard.models import Followup, FollowupPair
@@ -55,6 +55,7 @@ STYLE_PATTERNS: dict[str, tuple[str, str]] = {
 }
 STYLE_COLUMNS = ["pair_id", *(f"{name}_{side}" for side in "ab" for name in STYLE_PATTERNS)]
 _CODE_BLOCK = r"```[^`]*```"
+COST_COLUMNS = ["run_id", "cost_usd", "pairs"]
 
 
 class TurnStyleCount(TurnLength):
@@ -111,6 +112,22 @@ class ReportExtras:
     # Per pair with texts on both sides, each answer's style counts at the judged turn
     # (STYLE_COLUMNS: pair_id, tokens_a ... bold_b), for the style-controlled rankings.
     styles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STYLE_COLUMNS))
+    # What the selection cost: per judge run, its calls' summed cost and the pairs they judged
+    # (COST_COLUMNS); the people's judgment pay (PeoplePay).
+    costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
+    pay: PeoplePay | None = None
+
+
+@dataclass(frozen=True)
+class PeoplePay:
+    """The pay ledger's judgment entries for the selection's judgments (not rejected): their
+    sum in cents and how many judgments they pay."""
+
+    cents: int
+    judgments: int
+
+    def digest(self) -> str:
+        return f"{self.cents}:{self.judgments}"
 
 
 @dataclass(frozen=True)
@@ -303,6 +320,33 @@ class ExtraRows:
     ratings: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=RATINGS_FRAME_COLUMNS)
     )
+    costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
+    pay: PeoplePay | None = None
+
+
+def report_costs_get(
+    *, study: Study, filters: VoteFilters, judgments: Any, run_ids: list[int]
+) -> tuple[pd.DataFrame, PeoplePay]:
+    """Per run, the summed cost of its calls on the filtered pairs and how many pairs they
+    judged (one grouped read of the calls), and the judgment pay of ``judgments`` (the
+    filtered, not excluded judgments of the rater set), rejected entries left out."""
+    costs = _records(
+        JudgeCall.objects.filter(pair_q(filters, "pair__"), run_id__in=run_ids)
+        .values("run_id")
+        .annotate(cost=Sum("cost_usd"), pairs=Count("pair_id", distinct=True))
+        .order_by("run_id")
+        .values_list("run_id", "cost", "pairs"),
+        COST_COLUMNS,
+    )
+    costs["cost_usd"] = pd.to_numeric(costs["cost_usd"]).astype("float64")
+    paid = (
+        PayEntry.objects.filter(
+            study=study, kind=PayEntry.Kind.JUDGMENT, judgment__in=judgments.values("pk")
+        )
+        .exclude(status=PayEntry.Status.REJECTED)
+        .aggregate(cents=Sum("amount_cents"), judgments=Count("judgment_id", distinct=True))
+    )
+    return costs, PeoplePay(int(paid["cents"] or 0), int(paid["judgments"] or 0))
 
 
 def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
@@ -361,6 +405,7 @@ def report_extra_rows_get(
         ["run_id", "answer_id", "score"],
     )
     inconsistent = imported_inconsistency_get(filters=filters, run_ids=run_ids)
+    costs, pay = report_costs_get(study=study, filters=filters, judgments=read, run_ids=run_ids)
     return ExtraRows(
         values=values,
         answers=answers,
@@ -369,6 +414,8 @@ def report_extra_rows_get(
         followup=followup_origin_get(study=study),
         pl_splits=pl_splits_get(study=study, run_ids=run_ids),
         ratings=ratings_frame(read),
+        costs=costs,
+        pay=pay,
     )
 
 
@@ -415,4 +462,6 @@ def report_extras_get(
         pl_splits=rows.pl_splits,
         ratings=rows.ratings,
         styles=styles,
+        costs=rows.costs,
+        pay=rows.pay,
     )

@@ -58,6 +58,13 @@ class Command(BaseCommand):
             "(default: the system in the most pairs)",
         )
         parser.add_argument(
+            "--pl-usd-per-1000",
+            type=float,
+            default=ReportParams.pl_usd_per_1000,
+            help="the price of a PL reward model's compute, USD per 1,000 pairs (default: not "
+            "priced)",
+        )
+        parser.add_argument(
             "--recompute",
             action="store_true",
             help="compute again even when the stored report is current (rows edited in place)",
@@ -85,6 +92,7 @@ class Command(BaseCommand):
             bt_rounds=options["bt_rounds"],
             resample=options["resample"],
             baseline=options["baseline"],
+            pl_usd_per_1000=options["pl_usd_per_1000"],
         )
         snapshot = agreement_report_snapshot(
             study=study, filters=filters, params=params, recompute=options["recompute"]
