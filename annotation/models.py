@@ -404,7 +404,21 @@ class Answer(models.Model):
     leak_cleared_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # When and by whom a flag was reviewed (the names are older than the remedies).
     leak_cleared_at = models.DateTimeField(null=True, blank=True)
+
+    class LeakRemedy(models.TextChoices):
+        """What a researcher decided for a flagged answer."""
+
+        CLEARED = "cleared", "Cleared: the phrase does not give the system away"
+        EXCLUDED = "excluded", "Left out of pairs"
+        EDITED = "edited", "Edited: workers read the edited text"
+        NOTED = "noted", "Kept as it is, with a note: workers read the name"
+
+    leak_remedy = models.CharField(max_length=8, choices=LeakRemedy.choices, blank=True)
+    leak_note = models.TextField(blank=True)
+    # The imported turns of an edited answer; `turns` then holds what workers and judges read.
+    original_turns = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -414,6 +428,18 @@ class Answer(models.Model):
                 fields=["prompt", "system"], name="answer_unique_prompt_system"
             ),
             models.CheckConstraint(condition=Q(rank__gte=1), name="answer_rank_from_1"),
+            # A review has a remedy, and a remedy a review.
+            models.CheckConstraint(
+                condition=Q(leak_cleared_at__isnull=True, leak_remedy="")
+                | (Q(leak_cleared_at__isnull=False) & ~Q(leak_remedy="")),
+                name="answer_leak_remedy_reviewed",
+            ),
+            # Only an edited answer keeps an original, and it always does.
+            models.CheckConstraint(
+                condition=Q(original_turns__isnull=True) & ~Q(leak_remedy="edited")
+                | Q(original_turns__isnull=False, leak_remedy="edited"),
+                name="answer_original_iff_edited",
+            ),
         ]
         indexes = [
             # The data fingerprint's latest answer of a study: one backward step per system of
@@ -431,8 +457,15 @@ class Answer(models.Model):
 
     @property
     def usable_in_pairs(self) -> bool:
-        """Flagged answers stay out of pairs until a researcher clears them."""
-        return not self.leak_flagged or self.leak_cleared_at is not None
+        """Flagged answers stay out of pairs until a researcher reviews them, and for good when
+        the remedy is to leave them out."""
+        if not self.leak_flagged:
+            return True
+        return self.leak_cleared_at is not None and self.leak_remedy != self.LeakRemedy.EXCLUDED
+
+
+# Flagged answers that wait for a researcher's review.
+LEAK_PENDING = Q(leak_flagged=True, leak_cleared_at__isnull=True)
 
 
 class ContrastSet(models.Model):

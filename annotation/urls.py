@@ -30,6 +30,11 @@ urlpatterns = [
         importing.FlaggedAnswerClearView.as_view(),
         name="flagged_answer_clear",
     ),
+    path(
+        "<slug:slug>/flagged/<int:answer_id>/remedy/",
+        importing.FlaggedAnswerRemedyView.as_view(),
+        name="flagged_answer_remedy",
+    ),
     path("<slug:slug>/workers/", quality.WorkerQualityView.as_view(), name="worker_quality"),
     path(
         "<slug:slug>/workers/<int:worker_id>/action/",

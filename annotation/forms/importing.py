@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from annotation.importformat import FORMATS
+from annotation.models import Answer
 
 
 class StudyImportForm(forms.Form):
@@ -29,3 +30,10 @@ class StudyImportForm(forms.Form):
         if upload.size is not None and upload.size > limit:
             raise forms.ValidationError(f"The file is larger than {limit // (1 << 20)} MiB.")
         return upload
+
+
+class LeakRemedyForm(forms.Form):
+    """A researcher's remedy for one flagged answer; the edited turns come as repeated `turn`."""
+
+    remedy = forms.ChoiceField(choices=Answer.LeakRemedy.choices)
+    note = forms.CharField(required=False, max_length=2000, widget=forms.Textarea)

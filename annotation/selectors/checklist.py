@@ -84,6 +84,41 @@ def study_pay_plan(*, study: Study) -> PayPlan:
     )
 
 
+def _leaks_item(reviews: dict[str, int]) -> ChecklistItem:
+    """The leak item from the count of flagged answers per remedy ("" for not yet reviewed).
+
+    Ready when every flag is reviewed; the detail never calls the answers clean once the scan
+    flagged any, and says how many keep a name that workers will read.
+    """
+    pending = reviews.get("", 0)
+    if not reviews:
+        detail = "the leak scan flagged no answer"
+    elif pending:
+        detail = (
+            f"{pending} answers name a model and wait for review (they stay out of pairs until "
+            "reviewed)"
+        )
+    else:
+        parts = [
+            f"{reviews[remedy]} {label}"
+            for remedy, label in (
+                (Answer.LeakRemedy.CLEARED, "cleared as not giving a system away"),
+                (Answer.LeakRemedy.EXCLUDED, "left out of pairs"),
+                (Answer.LeakRemedy.EDITED, "edited"),
+                (Answer.LeakRemedy.NOTED, "kept with a note: workers will read the name"),
+            )
+            if reviews.get(remedy)
+        ]
+        detail = f"{sum(reviews.values())} flagged answers reviewed: " + ", ".join(parts)
+    return ChecklistItem(
+        key="leaks",
+        label="Leak flags reviewed",
+        ok=pending == 0,
+        detail=detail,
+        link="annotation:flagged_answers",
+    )
+
+
 def study_checklist(*, study: Study) -> Checklist:
     """Every launch item of the study with its counts; about ten small queries."""
     prompts = Prompt.objects.filter(study=study).count()
@@ -92,9 +127,13 @@ def study_checklist(*, study: Study) -> Checklist:
     pairs = Pair.objects.filter(study=study).aggregate(
         total=Count("pk"), gold=Count("pk", filter=Q(is_gold=True))
     )
-    flagged = Answer.objects.filter(
-        prompt__study=study, leak_flagged=True, leak_cleared_at__isnull=True
-    ).count()
+    reviews = {
+        row["leak_remedy"]: row["n"]
+        for row in Answer.objects.filter(prompt__study=study, leak_flagged=True)
+        .values("leak_remedy")
+        .annotate(n=Count("pk"))
+        .order_by()
+    }
     regular = pairs["total"] - pairs["gold"]
     items = [
         ChecklistItem(
@@ -105,18 +144,7 @@ def study_checklist(*, study: Study) -> Checklist:
             link="annotation:study_import",
         ),
         _pairs_item(study, regular=regular, gold=pairs["gold"]),
-        ChecklistItem(
-            key="leaks",
-            label="Leak flags reviewed",
-            ok=flagged == 0,
-            detail=(
-                "no answer names its model"
-                if flagged == 0
-                else f"{flagged} answers name a model and wait for review (they stay out of "
-                "pairs until cleared)"
-            ),
-            link="annotation:flagged_answers",
-        ),
+        _leaks_item(reviews),
         ChecklistItem(
             key="preview",
             label="Forms previewed as a worker sees them",

@@ -52,7 +52,7 @@ def _check(study: Study, specs: Sequence[ContrastPairSpec], low: float, high: fl
         answer.pk: answer
         for answer in Answer.objects.filter(
             pk__in=[x for s in specs for x in (s.answer_a_id, s.answer_b_id)]
-        ).only("pk", "prompt_id", "leak_flagged", "leak_cleared_at")
+        ).only("pk", "prompt_id", "leak_flagged", "leak_cleared_at", "leak_remedy")
     }
     seen: dict[int, int] = {}
     for number, spec in enumerate(specs, start=1):

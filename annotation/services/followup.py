@@ -117,6 +117,9 @@ def followup_study_copy(
                 leak_flagged=answer.leak_flagged,
                 leak_cleared_by=answer.leak_cleared_by,
                 leak_cleared_at=answer.leak_cleared_at,
+                leak_remedy=answer.leak_remedy,
+                leak_note=answer.leak_note,
+                original_turns=answer.original_turns,
             )
         return answers[answer.pk]
 

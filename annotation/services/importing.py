@@ -199,8 +199,21 @@ class _Batch:
             ).annotate(has_pairs=Exists(Pair.objects.filter(prompt=OuterRef("pk"))))
         }
         stored: dict[int, dict[int, Answer]] = {}
+        # Every field a changed answer is written back with (see apply), so none is deferred.
         for answer in Answer.objects.filter(prompt__in=list(existing.values())).only(
-            "pk", "prompt_id", "system_id", "turns", "rank", "upvotes"
+            "pk",
+            "prompt_id",
+            "system_id",
+            "turns",
+            "original_turns",
+            "rank",
+            "upvotes",
+            "leak_matches",
+            "leak_flagged",
+            "leak_cleared_by",
+            "leak_cleared_at",
+            "leak_remedy",
+            "leak_note",
         ):
             stored.setdefault(answer.prompt_id, {})[answer.system_id] = answer
         new_prompts: list[Prompt] = []
@@ -242,6 +255,9 @@ class _Batch:
                     "leak_flagged",
                     "leak_cleared_by",
                     "leak_cleared_at",
+                    "leak_remedy",
+                    "leak_note",
+                    "original_turns",
                 ],
             )
 
@@ -276,19 +292,24 @@ class _Batch:
                 new_answers.append(self._scanned(self._new_answer(prompt, answer_row)))
                 continue
             covered.add(answer.system_id)
-            if (answer.turns, answer.rank, answer.upvotes) == (
+            # An edited answer is compared by the text the file gave it.
+            imported = answer.original_turns if answer.original_turns is not None else answer.turns
+            if (imported, answer.rank, answer.upvotes) == (
                 answer_row.turns,
                 answer_row.rank,
                 answer_row.upvotes,
             ):
                 unchanged += 1
                 continue
-            if answer.turns != answer_row.turns:
-                # New text: the old scan and any clearance no longer apply.
+            if imported != answer_row.turns:
+                # New text: the old scan and any review or edit no longer apply.
                 answer.turns = answer_row.turns
                 self._scanned(answer)
                 answer.leak_cleared_by = None
                 answer.leak_cleared_at = None
+                answer.leak_remedy = ""
+                answer.leak_note = ""
+                answer.original_turns = None
             answer.rank, answer.upvotes = answer_row.rank, answer_row.upvotes
             changes.append(answer)
         if getattr(prompt, "has_pairs", False) and (prompt_changed or changes):

@@ -123,7 +123,14 @@ def _answers_by_prompt(study: Study) -> tuple[list[Prompt], dict[int, list[Answe
     answers: dict[int, list[Answer]] = defaultdict(list)
     rows = Answer.objects.filter(prompt__study=study).order_by("pk")
     for answer in rows.only(
-        "pk", "prompt_id", "system_id", "rank", "upvotes", "leak_flagged", "leak_cleared_at"
+        "pk",
+        "prompt_id",
+        "system_id",
+        "rank",
+        "upvotes",
+        "leak_flagged",
+        "leak_cleared_at",
+        "leak_remedy",
     ):
         answers[answer.prompt_id].append(answer)
     return prompts, answers

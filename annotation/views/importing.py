@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views import View
 
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
-from annotation.forms.importing import StudyImportForm
+from annotation.forms.importing import LeakRemedyForm, StudyImportForm
 from annotation.models import Answer, Study
 from annotation.selectors.importing import (
     answer_get_flagged,
@@ -18,7 +18,7 @@ from annotation.selectors.importing import (
     study_get_for_import,
 )
 from annotation.services.importing import ImportResult, StudyImportError, study_import
-from annotation.services.leaks import answer_leak_clear
+from annotation.services.leaks import LeakRemedyError, answer_leak_clear, answer_leak_remedy
 
 FLAGGED_PER_PAGE = 100
 
@@ -84,4 +84,36 @@ class FlaggedAnswerClearView(ResearcherRequiredMixin, View):
         messages.success(
             request, f"Cleared the answer by {answer.system} to prompt {answer.prompt}."
         )
+        return redirect("annotation:flagged_answers", slug=study.slug)
+
+
+class FlaggedAnswerRemedyView(ResearcherRequiredMixin, View):
+    """Leave a flagged answer out of pairs, edit it, keep it with a note, or clear it."""
+
+    def post(self, request: HttpRequest, slug: str, answer_id: int) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            answer = answer_get_flagged(user=request.user, study=study, answer_id=answer_id)
+        except Answer.DoesNotExist as exc:
+            raise Http404("No such flagged answer.") from exc
+        if not isinstance(request.user, User):
+            raise Http404("No such flagged answer.")
+        form = LeakRemedyForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "Choose a remedy.")
+            return redirect("annotation:flagged_answers", slug=study.slug)
+        remedy = form.cleaned_data["remedy"]
+        try:
+            answer_leak_remedy(
+                answer=answer,
+                user=request.user,
+                remedy=remedy,
+                note=form.cleaned_data["note"],
+                edited_turns=request.POST.getlist("turn") if remedy == "edited" else None,
+            )
+        except LeakRemedyError as exc:
+            messages.error(request, str(exc))
+        else:
+            label = Answer.LeakRemedy(remedy).label
+            messages.success(request, f"{answer.system} on prompt {answer.prompt}: {label}.")
         return redirect("annotation:flagged_answers", slug=study.slug)

@@ -65,7 +65,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files from STATIC_ROOT, compressed and cached, by the app itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # 413 for a body over CONCORD_MAX_IMPORT_BYTES before anything reads it (core/uploads.py).
+    # 413 for a body over its path's limit, 411 for a chunked one, before anything reads it
+    # (core/uploads.py).
     "core.uploads.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -165,6 +166,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # The largest import file the upload page accepts.
 CONCORD_MAX_IMPORT_BYTES: int = env.int("CONCORD_MAX_IMPORT_BYTES", default=200 * 1024 * 1024)
+# The largest request body of any other path (log-in, forms, the JSON API), refused from its
+# Content-Length before it is read (core/uploads.py); the same as DATA_UPLOAD_MAX_MEMORY_SIZE.
+CONCORD_MAX_BODY_BYTES: int = env.int("CONCORD_MAX_BODY_BYTES", default=5 * 1024 * 1024)
 
 # Participant entry (see docs/security.md). The reverse proxies whose X-Forwarded-For is read
 # for the client's address: addresses or networks, e.g. "10.0.0.0/8,127.0.0.1". Empty means

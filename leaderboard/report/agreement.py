@@ -482,6 +482,32 @@ def _pair_cells(with_ties: AgreementCount, without_ties: AgreementCount) -> tupl
     return (*_cells(with_ties), *_cells(without_ties))
 
 
+def tie_share(labels: Mapping[str, int]) -> float | None:
+    """Share of a source's votes that are ties: n_tie / (n_A + n_tie + n_B); None with no votes."""
+    total = sum(labels.get(label, 0) for label in LABELS)
+    return labels.get("tie", 0) / total if total else None
+
+
+def tie_rows(result: AgreementResult) -> tuple[tuple[Any, ...], ...]:
+    """People's and each judge's votes, ties and tie share (the ties table)."""
+    sources = [("people", result.counts.human_votes, result.counts.human_labels)]
+    sources += [
+        (name, result.judges[name].votes, result.judges[name].labels)
+        for name in sorted(result.judges)
+    ]
+    return tuple(
+        (
+            name,
+            votes,
+            labels.get("tie", 0),
+            tie_share(labels),
+            labels.get("A", 0),
+            labels.get("B", 0),
+        )
+        for name, votes, labels in sources
+    )
+
+
 class AgreementSection(Section[AgreementResult]):
     key = "agreement"
     title = "Agreement"
@@ -608,8 +634,20 @@ class AgreementSection(Section[AgreementResult]):
             agreement.rows,
             note=f"{agreement.note} Intervals: bootstrap over {unit}, {ci.rounds} rounds.",
         )
+        ties = Table(
+            "ties",
+            "How often each source votes a tie",
+            ("source", "votes", "ties", "tie share", "A", "B"),
+            tie_rows(result),
+            note=(
+                "A judge that ties far more or less often than people cannot agree with them on "
+                "those votes whatever it prefers; tie share = ties / votes. A PL judge ties when "
+                "its calibrated P(B better) is in [3/8, 5/8) (docs/reward-model.md)."
+            ),
+        )
         return [
             agreement,
+            ties,
             Table(
                 "reliability",
                 "Chance-corrected agreement",

@@ -547,7 +547,9 @@ def test_a_changed_answer_is_scanned_again_and_loses_its_clearance(
 ) -> None:
     first = write_jsonl(tmp_path / "a.jsonl", ATLAS, prompt("p1", answer(text="I am Claude.")))
     study_import(study=cast.study, path_or_file=first)
-    Answer.objects.update(leak_cleared_by=cast.researcher, leak_cleared_at="2026-01-01T00:00Z")
+    Answer.objects.update(
+        leak_cleared_by=cast.researcher, leak_cleared_at="2026-01-01T00:00Z", leak_remedy="cleared"
+    )
     second = write_jsonl(tmp_path / "b.jsonl", ATLAS, prompt("p1", answer(text="I'm Gemini.")))
 
     study_import(study=cast.study, path_or_file=second)

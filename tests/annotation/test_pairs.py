@@ -191,6 +191,7 @@ def test_flagged_answers_stay_out_until_cleared(cast: Cast) -> None:
 
     flagged.leak_cleared_at = timezone.now()
     flagged.leak_cleared_by = cast.researcher
+    flagged.leak_remedy = Answer.LeakRemedy.CLEARED
     flagged.save()
     second = pairs_generate(study=cast.study, strategy="all")
     assert (second.created, second.already_present, second.skipped_answers) == (3, 3, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
 from django.test import Client
 
 from annotation.models import Worker
@@ -86,3 +87,40 @@ def test_an_upload_over_the_limit_is_refused_from_its_header_before_the_body_is_
         CONTENT_LENGTH=str(too_big),
     )
     assert response.status_code == 413 and b"too large" in response.content
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/", "/api/v1/"])
+def test_an_anonymous_150_mib_post_is_refused_from_its_header_on_any_other_path(
+    path: str,
+) -> None:
+    # Issue 27: a 150 MiB POST to the log-in page was read in full and written to a temporary
+    # file before its 403; only the import page takes bodies that big.
+    response = Client().generic(
+        "POST",
+        path,
+        b"--x\r\n",
+        content_type="multipart/form-data; boundary=x",
+        CONTENT_LENGTH=str(150 << 20),
+    )
+    assert response.status_code == 413 and b"at most 5 MB" in response.content
+
+
+def test_a_chunked_body_without_a_length_is_refused_and_a_small_post_goes_on(
+    cast: Cast,
+) -> None:
+    client = Client()
+    chunked = client.generic(
+        "POST", "/accounts/login/", b"", HTTP_TRANSFER_ENCODING="chunked", CONTENT_LENGTH=""
+    )
+    assert chunked.status_code == 411
+    # An ordinary log-in is untouched, and the import page still takes a body over 5 MB.
+    ordinary = client.post("/accounts/login/", {"username": "rhea-researcher", "password": "x"})
+    assert ordinary.status_code == 200
+    assert client.login(username="rhea-researcher", password=PASSWORD)
+    upload = client.generic(
+        "POST",
+        f"/studies/{cast.study.slug}/import/",
+        b"--x\r\n" + b"x" * (6 << 20),
+        content_type="multipart/form-data; boundary=x",
+    )
+    assert upload.status_code != 413
