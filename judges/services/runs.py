@@ -51,9 +51,23 @@ _broker_seen: dict[str, tuple[float, str]] = {}
 BROKER_CHECK_INTERVAL = 5.0
 
 
-def _judge_task_send(name: str, *, args: list[int]) -> None:
+# Broker priorities of the judge queue (core.broker.task_send: lower is taken first). Every judge
+# message waits on the backlog step but the calls the reconciler takes back from a dead worker:
+# those were requested once already, and sent again at the tail of the queue they waited behind
+# the whole backlog (79-150 s after their first request despite a 12 s lease, issue 27).
+PRIORITY_BACKLOG = 6
+PRIORITY_TAKEN_BACK = 0
+
+
+def _judge_task_send(name: str, *, args: list[int], priority: int = PRIORITY_BACKLOG) -> None:
     """Send a judge task to the LLM judge queue (see REQUEUED_BY_RECONCILER)."""
-    task_send(name, args=args, queue=Queue.LLM_JUDGE, recovery=REQUEUED_BY_RECONCILER)
+    task_send(
+        name,
+        args=args,
+        queue=Queue.LLM_JUDGE,
+        recovery=REQUEUED_BY_RECONCILER,
+        priority=priority,
+    )
 
 
 class JudgeNotReady(Exception):
@@ -318,7 +332,9 @@ def _reconcile() -> int:
                 .values_list("pk", flat=True)[: settings.CONCORD_JUDGE_FAN_OUT_CHUNK * 4]
             )
             JudgeCall.objects.filter(pk__in=stale).update(lease_expires_at=now + grace)
-    for call_id in taken_back + stale:
+    for call_id in taken_back:
+        _judge_task_send(TASK_CALL_EXECUTE, args=[call_id], priority=PRIORITY_TAKEN_BACK)
+    for call_id in stale:
         _judge_task_send(TASK_CALL_EXECUTE, args=[call_id])
     if stale:
         logger.info("reconciler queued %d stale calls again", len(stale))

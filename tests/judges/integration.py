@@ -191,7 +191,9 @@ def broker_purge(url: str, *queues: str) -> None:
     in the judge queues)."""
     client = redis.Redis.from_url(url)
     names = queues or ("llm_judge", "judge_reconcile")
-    client.delete(*names, "unacked", "unacked_index", "unacked_mutex")
+    # kombu keeps one more list per priority step (core.broker.queue_length).
+    steps = [f"{name}\x06\x16{step}" for name in names for step in (3, 6, 9)]
+    client.delete(*names, *steps, "unacked", "unacked_index", "unacked_mutex")
     client.close()
 
 

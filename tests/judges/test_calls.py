@@ -30,6 +30,7 @@ from judges.services.runs import (
     JudgeNotReady,
     judge_calls_reconcile,
     judge_run_cancel,
+    judge_run_fan_out,
     judge_run_resume,
     judge_run_start,
 )
@@ -388,6 +389,46 @@ def test_the_reconciler_returns_calls_whose_lease_ran_out_and_counts_them_possib
     assert progress.possibly_charged_twice_usd == run.exposure_usd.quantize(Decimal("1e-6"))
     broker_purge(settings.CELERY_BROKER_URL)
     assert judge_calls_reconcile() == 0
+
+
+def judge_queue_in_worker_order(url: str) -> list[int]:
+    """The call ids of the judge queue's messages, popped from Redis as a worker pops them."""
+    from kombu import Connection
+
+    ids: list[int] = []
+    with Connection(url) as conn:
+        queue = conn.SimpleQueue("llm_judge")
+        while True:
+            try:
+                message = queue.get(timeout=1)
+            except queue.Empty:
+                return ids
+            ids.append(message.payload[0][0])
+            message.ack()
+
+
+def test_a_call_taken_back_from_a_dead_worker_is_sent_ahead_of_the_backlog(cast, fake, api_key):
+    broker_purge(settings.CELERY_BROKER_URL)
+    run, pairs = start(cast, make_llm_judge(fake), count=15)
+    stuck = call_of(run, pairs[0], "ab")
+    # Its worker died holding it: running, the lease run out.
+    JudgeCall.objects.filter(pk=stuck.pk).update(
+        status=JudgeCall.Status.RUNNING,
+        attempts=1,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+        request=call_request(call=stuck),
+    )
+    # The run's 29 other calls wait in the judge queue, queued by its fan-out.
+    after: int | None = 0
+    while after is not None:
+        after = judge_run_fan_out(run_id=run.pk, after_call_id=after)
+    backlog = list(run.calls.exclude(pk=stuck.pk).order_by("pk").values_list("pk", flat=True))
+    assert len(backlog) == 29
+    assert judge_calls_reconcile() == 1
+    # A worker takes the taken-back call before any of the 29 (at the tail it came after all),
+    # then the backlog in the order it was queued.
+    assert judge_queue_in_worker_order(settings.CELERY_BROKER_URL) == [stuck.pk, *backlog]
+    broker_purge(settings.CELERY_BROKER_URL)
 
 
 def test_the_reconciler_sends_nothing_again_while_the_judge_queue_still_has_a_backlog(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-import redis
 from django.conf import settings
 
+from core.broker import queue_length
 from core.queues import Queue
 from judges import tasks
 from judges.models import JudgeCall
@@ -46,13 +46,12 @@ def test_the_fan_out_is_queued_only_when_the_run_is_committed(
 ):
     make_marked_pairs(cast.study, 1)
     broker_purge(settings.CELERY_BROKER_URL)
-    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
     assert len(callbacks) == 1
-    assert broker.llen("llm_judge") == 0
+    assert queue_length(Queue.LLM_JUDGE) == 0
     callbacks[0]()
-    assert broker.llen("llm_judge") == 1
+    assert queue_length(Queue.LLM_JUDGE) == 1
     broker_purge(settings.CELERY_BROKER_URL)
 
 
@@ -62,11 +61,10 @@ def test_a_big_run_is_queued_chunk_by_chunk(cast, fake, api_key, settings):
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
     ids = list(run.calls.order_by("pk").values_list("pk", flat=True))
     broker_purge(settings.CELERY_BROKER_URL)
-    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     assert judge_run_fan_out(run_id=run.pk, after_call_id=0) == ids[3]
-    assert broker.llen("llm_judge") == 4
+    assert queue_length(Queue.LLM_JUDGE) == 4
     assert judge_run_fan_out(run_id=run.pk, after_call_id=ids[3]) is None
-    assert broker.llen("llm_judge") == 6
+    assert queue_length(Queue.LLM_JUDGE) == 6
     broker_purge(settings.CELERY_BROKER_URL)
 
 
