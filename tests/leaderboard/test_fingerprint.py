@@ -208,8 +208,8 @@ def _study_filled(study: Study, *, prompts: int) -> None:
               SELECT %(study)s, 'filler-' || i, 'writing', '["Q"]', now()
               FROM generate_series(1, %(prompts)s) i RETURNING id)
             INSERT INTO annotation_answer (prompt_id, system_id, turns, leak_matches,
-                                           leak_flagged, created_at)
-            SELECT p.id, s.id, '["A"]', '[]', false, now() FROM p CROSS JOIN s
+                                           leak_flagged, leak_remedy, leak_note, created_at)
+            SELECT p.id, s.id, '["A"]', '[]', false, '', '', now() FROM p CROSS JOIN s
             """,
             {"study": study.pk, "prompts": prompts},
         )
