@@ -360,7 +360,9 @@ def consistency_compute(
     prompt_of = regular.set_index("pair_id")["prompt_id"]
     by_prompt = prompt_of if boot.by_cluster else None
 
-    def with_people_share(answer_scores: Mapping[int, float]) -> ClusterProportion | None:
+    def with_people_share(
+        answer_scores: Mapping[int, float], temperature: float
+    ) -> ClusterProportion | None:
         """A score judge's agreement with each person's vote, with its interval over prompts."""
         if human is None:
             return None
@@ -372,6 +374,7 @@ def consistency_compute(
             confidence=confidence,
             rounds=rounds,
             seed=seed,
+            temperature=temperature,
         )
 
     rows: list[ConsistencyRow] = []
@@ -411,8 +414,10 @@ def consistency_compute(
                     swap=swap,
                     transitivity=transitivity,
                     fused=fused,
-                    agreement=with_people_share(scored.answer_scores),
-                    agreement_fused=with_people_share(scored.fused_answer_scores),
+                    agreement=with_people_share(scored.answer_scores, scored.temperature),
+                    agreement_fused=with_people_share(
+                        scored.fused_answer_scores, scored.temperature
+                    ),
                     c_res_both_directions=plain.c_res_both_directions,
                     c_ins_both_directions=plain.c_ins_both_directions,
                     retrieval=scored.retrieval,

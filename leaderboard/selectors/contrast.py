@@ -234,6 +234,9 @@ class ScoreJudgeConsistency:
     answer_retrieval: FusionRetrieval | None = None
     answer_scores: Mapping[int, float] = field(default_factory=dict)
     fused_answer_scores: Mapping[int, float] = field(default_factory=dict)
+    # The artifact's fitted temperature (1.0 when uncalibrated): the judge's verdicts, and so its
+    # agreement with people, read P = sigmoid((h_B - h_A) / T).
+    temperature: float = 1.0
 
     def plain(self, **params: Any) -> ScoreConsistency:
         """C_res and C_ins of the plain scores (``params``: :func:`score_consistency`'s)."""
@@ -267,6 +270,7 @@ def score_consistency_read(
     artifact is missing, are left out.
     """
     from judges.reward.artifacts import ArtifactMissing, artifact_load
+    from judges.reward.calibration import artifact_temperature
     from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
 
     contrast_set = ContrastSet.objects.filter(study=study).order_by("-pk").first()
@@ -354,6 +358,7 @@ def score_consistency_read(
             answer_retrieval=fusion_retrieval(fused_all, pool=len(scored))
             if fused_all is not None
             else None,
+            temperature=artifact_temperature(model.metadata) or 1.0,
             answer_scores=dict(zip(answer_ids, all_scores.tolist(), strict=True)),
             fused_answer_scores=dict(
                 zip(

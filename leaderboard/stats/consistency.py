@@ -302,6 +302,7 @@ def score_agreement(
     prompts: pd.Series | None = None,
     rounds: int = 1000,
     seed: int = 0,
+    temperature: float = 1.0,
 ) -> ClusterProportion:
     """Return the share of people's votes that match a score judge's verdict on the same pair.
 
@@ -309,7 +310,9 @@ def score_agreement(
     answer_a, answer_b; ``votes``: pair_id, label (each person's canonical vote: A, B or tie).
     Pairs whose two answers are not both scored are left out, and so are the votes on them.
     The verdict on a pair is the PL judge's rule (`judges.reward.scoring`): P(B better) =
-    sigmoid(h_B - h_A), the Bradley-Terry probability, binned as Likert = min(8, floor(8 P) + 1)
+    sigmoid((h_B - h_A) / T), the Bradley-Terry probability at the model's fitted temperature
+    ``temperature`` (T = 1 for an uncalibrated model; Guo et al. 2017's temperature scaling, as
+    `judges.reward.calibration` fits it), binned as Likert = min(8, floor(8 P) + 1)
     and collapsed with ties (1-3 A, 4-5 tie, 6-8 B, DESIGN.md's conventions after the H4 study).
     Formula: #[vote = verdict] / #votes on the scored pairs, a tie a class of its own. Interval:
     with ``prompts`` (each pair's prompt, by pair id) a bootstrap over prompts (the votes on one
@@ -324,7 +327,9 @@ def score_agreement(
         h_a=lambda f: f["answer_a"].map(scored), h_b=lambda f: f["answer_b"].map(scored)
     )
     frame = frame.dropna(subset=["h_a", "h_b"])
-    p = expit(frame["h_b"].to_numpy() - frame["h_a"].to_numpy())
+    if not temperature > 0:
+        raise ValueError(f"the temperature must be positive, not {temperature!r}")
+    p = expit((frame["h_b"].to_numpy() - frame["h_a"].to_numpy()) / temperature)
     likert = np.minimum(8, np.floor(8 * p).astype(np.int64) + 1)
     verdict = pd.Series(collapse(likert, ties=True), index=frame["pair_id"].to_numpy())
     on_scored = votes[votes["pair_id"].isin(verdict.index)]

@@ -466,3 +466,24 @@ def test_swap_invariance_and_score_agreement_resample_the_prompts_they_are_given
     )
     assert (agreement.count, agreement.total, agreement.clusters) == (2, 3, 2)
     assert (agreement.unit, agreement.resampled) == ("vote", "prompt")
+
+
+def test_a_score_judges_agreement_reads_its_verdicts_at_the_fitted_temperature() -> None:
+    """The PL judge maps P = sigmoid((h_B - h_A) / T): at T = 0.05 the 0.1 gap of pair 13 is a
+    clear A (P = sigmoid(-2) = 0.12, Likert 1), not the tie it is at T = 1 (P = 0.475, Likert 4),
+    so the person who called it a tie no longer agrees."""
+    scores = {1: 2.0, 2: 0.0, 3: -2.0, 5: 0.1, 6: 0.0, 7: 0.0}
+    pairs = pd.DataFrame(
+        [(10, 1, 2), (11, 2, 3), (12, 3, 1), (13, 5, 6), (14, 6, 7)],
+        columns=["pair_id", "answer_a", "answer_b"],
+    )
+    votes = pd.DataFrame(
+        [(10, "A"), (10, "tie"), (11, "A"), (12, "A"), (13, "tie"), (14, "B")],
+        columns=["pair_id", "label"],
+    )
+    plain = score_agreement(scores, pairs, votes)
+    sharp = score_agreement(scores, pairs, votes, temperature=0.05)
+    assert (plain.count, plain.total) == (3, 6)  # 10 A, 11 A, 13 tie agree
+    assert (sharp.count, sharp.total) == (2, 6)  # 13 is now A: only 10 A and 11 A agree
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        score_agreement(scores, pairs, votes, temperature=0.0)
