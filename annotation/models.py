@@ -17,20 +17,6 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.db.models import F, Q, Value
 
-SEVEN_VALUES: tuple[tuple[str, str, str], ...] = (
-    ("relevance", "Relevance", "Addresses the question that was actually asked."),
-    (
-        "actionability",
-        "Actionability and practicality",
-        "Gives steps or information the asker can act on.",
-    ),
-    ("empathy", "Empathy and sensitivity", "Acknowledges the asker's situation and feelings."),
-    ("creativity", "Creativity", "Offers a fresh angle or idea rather than the obvious."),
-    ("clarity", "Readability and clarity", "Is easy to read, well organised and unambiguous."),
-    ("constructiveness", "Constructiveness", "Builds something useful instead of only judging."),
-    ("ethics", "Ethics", "Is honest, fair and avoids harm."),
-)
-SEVEN_VALUE_KEYS: frozenset[str] = frozenset(key for key, _, _ in SEVEN_VALUES)
 FINE_GRAINED_AXES: tuple[str, ...] = ("relevance", "usefulness", "factuality")
 
 

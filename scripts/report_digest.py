@@ -1,7 +1,9 @@
 """Print the sha256 of the report JSON of the demo study and of MT-Bench, to show that a change
 of code layout leaves every reported number as it was.
 
-    .venv/bin/python scripts/report_digest.py
+    .venv/bin/python scripts/report_digest.py [--dump DIR]
+
+(`--dump DIR` also writes each report's JSON there, to diff two runs.)
 
 It makes a throwaway database (`test_<your database>_digest`, dropped at the end) on the server
 DATABASE_URL names, loads the demo study (`demo_setup`'s study: the fixture, its pairs and gold
@@ -27,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 FAST = ["--seed=0", "--elo-rounds=5", "--bt-rounds=5", "--ci-rounds=20"]
 
 
-def _digest(slug: str) -> str:
+def _digest(slug: str, dump: Path | None) -> str:
     from django.core.management import call_command
 
     out = io.StringIO()
@@ -36,10 +38,13 @@ def _digest(slug: str) -> str:
     canonical = json.dumps(json.loads(data), sort_keys=True, ensure_ascii=False)
     if json.loads(canonical) != json.loads(data):  # pragma: no cover - a guard
         raise SystemExit(f"{slug}: the report does not read back as itself")
+    if dump is not None:
+        (dump / f"{slug}.json").write_bytes(data)
     return hashlib.sha256(data).hexdigest()
 
 
 def main() -> int:
+    dump = Path(sys.argv[2]) if len(sys.argv) == 3 and sys.argv[1] == "--dump" else None
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     import django
@@ -60,7 +65,7 @@ def main() -> int:
         study = demo_setup().study
         mtbench_load("mt-bench")
         for slug in (study.slug, "mt-bench"):
-            print(f"{slug} {_digest(slug)}")
+            print(f"{slug} {_digest(slug, dump)}")
     finally:
         connection.creation.destroy_test_db(original, verbosity=0)
     return 0

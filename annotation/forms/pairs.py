@@ -8,7 +8,8 @@ from django import forms
 
 from annotation.models import Pair, Study, System
 from annotation.selectors.pairs import system_list_for_study
-from annotation.services.pairs import GOLD_KINDS, STRATEGIES
+from annotation.services.pairs import STRATEGIES
+from core.conventions import GOLD_KINDS
 
 
 class PairsGenerateForm(forms.Form):

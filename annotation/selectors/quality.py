@@ -15,6 +15,7 @@ from django.db.models import Count, Q, Sum
 
 from annotation.models import Assignment, EntryLog, HumanJudgment, PayEntry, Study, Worker
 from annotation.selectors.bonus import study_bonus_lines
+from core.conventions import likert_collapse
 
 # A worker whose median time per item is under this many seconds is flagged as too fast.
 FAST_SECONDS = 5.0
@@ -155,7 +156,11 @@ def study_worker_quality(*, study: Study) -> list[WorkerQuality]:
         seconds = [r[6] / 1000 for r in mine if r[6] is not None]
         median = statistics.median(seconds) if seconds else None
         shown = [r[5] for r in mine if r[5] is not None]
-        left_share = sum(1 for s in shown if s <= 4) / len(shown) if shown else None
+        left_share = (
+            sum(1 for s in shown if likert_collapse(s, ties=False) == "A") / len(shown)
+            if shown
+            else None
+        )
         compared, agreed = majority.get(worker.pk, (0, 0))
         flags = []
         if worker.excluded:

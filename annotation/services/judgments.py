@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from annotation.models import (
     FINE_GRAINED_AXES,
-    SEVEN_VALUE_KEYS,
     Acceptability,
     Assignment,
     HumanJudgment,
@@ -36,6 +35,7 @@ from annotation.services.errors import (
     JudgmentInvalid,
 )
 from annotation.services.workers import worker_gold_check
+from core.conventions import SEVEN_VALUE_KEYS, likert_collapse, likert_mirror
 from core.db.prepared import PreparedSelect, prepared_cursor
 
 T = TypeVar("T")
@@ -45,12 +45,8 @@ MAX_TEXT = 5000
 
 
 def likert_preference(likert: int) -> str:
-    """Collapse a canonical Likert score: 1-3 A, 4-5 tie, 6-8 B (the design's convention)."""
-    if likert <= 3:
-        return Preference.A
-    if likert >= 6:
-        return Preference.B
-    return Preference.TIE
+    """Collapse a canonical Likert score: 1-3 A, 4-5 tie, 6-8 B (core.conventions)."""
+    return Preference(likert_collapse(likert))
 
 
 @dataclass(frozen=True)
@@ -329,13 +325,13 @@ def _validated_fields(
             raise JudgmentInvalid(
                 f"The rating must be from 1 to 8, not {likert_shown}.", field="likert_shown"
             )
-        likert = likert_shown if a_left else 9 - likert_shown
+        likert = likert_shown if a_left else likert_mirror(likert_shown)
         preference = likert_preference(likert)
     elif likert_shown is not None:
         raise JudgmentInvalid("This study does not ask for a rating.", field="likert_shown")
 
     value_list = list(dict.fromkeys(values))
-    unknown = sorted(set(value_list) - SEVEN_VALUE_KEYS)
+    unknown = sorted(set(value_list).difference(SEVEN_VALUE_KEYS))
     if unknown:
         raise JudgmentInvalid(f"Unknown value(s): {', '.join(unknown)}.", field="values")
     asks_values = study.form_rationale_only or study.form_values

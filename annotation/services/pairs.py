@@ -24,12 +24,11 @@ from typing import Literal
 from django.db import transaction
 
 from annotation.models import Answer, ContrastSet, Pair, Prompt, Study, System
+from core.conventions import GOLD_KINDS, GoldKind
 
 Strategy = Literal["all", "baseline", "sample", "contrast"]
-GoldKind = Literal["first_vs_last", "first_vs_second"]
 TurnsSpec = Literal["all", "last"] | Sequence[int]
 STRATEGIES: tuple[Strategy, ...] = ("all", "baseline", "sample", "contrast")
-GOLD_KINDS: tuple[GoldKind, ...] = ("first_vs_last", "first_vs_second")
 _SOURCES: dict[Strategy, Pair.Source] = {
     "all": Pair.Source.ALL_PAIRS,
     "baseline": Pair.Source.BASELINE,

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views import View
 
 from annotation.access import ResearcherRequiredMixin
-from annotation.models import FINE_GRAINED_AXES, SEVEN_VALUES, Acceptability, Assignment, Study
+from annotation.models import FINE_GRAINED_AXES, Acceptability, Assignment, Study
 from annotation.selectors.checklist import (
     prolific_entry_url,
     study_checklist,
@@ -28,6 +28,7 @@ from annotation.services.judgments import judgment_preview_check
 from annotation.services.studies import StudyLaunchBlocked, study_launch, study_preview_mark
 from annotation.views.setup import study_for_config_or_404
 from annotation.views.work import AXIS_CHOICES, LIKERT_CHOICES, parse_judgment_post
+from core.conventions import SEVEN_VALUES
 
 
 def entry_link(request: HttpRequest, study: Study) -> str:

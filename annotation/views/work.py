@@ -20,7 +20,6 @@ from django.views import View
 
 from annotation.models import (
     FINE_GRAINED_AXES,
-    SEVEN_VALUES,
     Acceptability,
     Assignment,
     Study,
@@ -64,6 +63,7 @@ from annotation.services.errors import (
 )
 from annotation.services.judgments import judgment_submit
 from annotation.services.workers import worker_completion_code, worker_consent, worker_finish
+from core.conventions import SEVEN_VALUES
 from core.csp import CONTENT_SECURITY_POLICY
 
 LIKERT_CHOICES: tuple[tuple[int, str], ...] = (

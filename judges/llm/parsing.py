@@ -10,11 +10,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from annotation.models import SEVEN_VALUE_KEYS
+from core.conventions import SEVEN_VALUE_KEYS, likert_collapse, likert_mirror
 from judges.models import OutputFormat
 
 Side = Literal["first", "second", "tie"]
 Order = Literal["ab", "ba"]
+_SIDE: dict[str, Side] = {"A": "first", "tie": "tie", "B": "second"}
 
 # Openings of replies in which a model declines to judge. Matched at the start of the reply only,
 # so an explanation that mentions "I cannot tell them apart" after a valid score still parses.
@@ -169,17 +170,13 @@ def reply_parse(raw: str, output_format: OutputFormat | str) -> ParseResult:
 
 
 def likert_side(value: int) -> Side:
-    """Collapse a Likert score with ties: 1-3 first, 4-5 tie, 6-8 second."""
-    if value <= 3:
-        return "first"
-    if value <= 5:
-        return "tie"
-    return "second"
+    """Collapse a Likert score with ties: 1-3 first, 4-5 tie, 6-8 second (core.conventions)."""
+    return _SIDE[likert_collapse(value)]
 
 
 def likert_canonical(shown: int, order: Order) -> int:
     """The canonical score: as shown when A came first, 9 - shown when B came first."""
-    return shown if order == "ab" else 9 - shown
+    return shown if order == "ab" else likert_mirror(shown)
 
 
 def side_canonical(side: Side, order: Order) -> str:

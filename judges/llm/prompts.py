@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from annotation.models import SEVEN_VALUES
+from core.conventions import SEVEN_VALUES
 from judges.models import OutputFormat
 
 

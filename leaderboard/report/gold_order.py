@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.conventions import GOLD_KINDS
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold import ACCURACY_COLUMNS, Accuracy, accuracy_cells, accuracy_of
 from rankeval.ndcg import ndcg_at_k
 
-GOLD_KINDS = ("first_vs_second", "first_vs_last")
 NDCG_DEPTHS: tuple[int | None, ...] = (1, 3, None)
 DEFINITION = (
     "Gold order of a prompt: its answers by rank (1 = best) when two or more carry a rank, else by "

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from core.conventions import SEVEN_VALUE_KEYS
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import (
     Plot,
@@ -21,7 +22,7 @@ from leaderboard.report.base import (
     Table,
     share_over_prompts,
 )
-from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
+from leaderboard.stats.rationale import rationale_distribution
 
 DEFINITION = (
     "Judgments that cite at least one of the seven values; count = judgments citing the value, "
@@ -112,7 +113,7 @@ def distribution(data: ReportData, rows: pd.DataFrame) -> Distribution:
     kept: list[list[str]] = []
     unknown = 0
     for selection in rows["values"]:
-        known = [v for v in selection if v in SEVEN_VALUES]
+        known = [v for v in selection if v in SEVEN_VALUE_KEYS]
         unknown += len(set(selection)) - len(set(known))
         kept.append(known)
     table = rationale_distribution(kept)
@@ -197,7 +198,7 @@ def rationale_compute(data: ReportData) -> RationaleResult:
         disagreement.append(Disagreement(**vars(d), with_=x, against=y, pairs=len(chosen)))
     return RationaleResult(
         definition=DEFINITION,
-        value_keys=list(SEVEN_VALUES),
+        value_keys=list(SEVEN_VALUE_KEYS),
         overall=distribution(data, values),
         by_category=by_category,
         judge_disagreement=disagreement,

@@ -59,7 +59,7 @@ CALL_COLUMNS = ["pair_id", "run_id", "order", "label", "likert", "likert_shown"]
 # The values of the text columns the report reads, sorted, as their Categorical's categories
 # (LABELS and CALL_ORDERS from the statistics that read them).
 GOLD_SIDES = ("", "A", "B", "tie")
-GOLD_KINDS = tuple(sorted(Pair.GoldKind.values))
+GOLD_KIND_CATEGORIES = tuple(sorted(Pair.GoldKind.values))  # with "" (not gold)
 VOTE_COLUMNS = [
     "pair_id",
     "rater",
@@ -184,7 +184,7 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
             "answer_a",
             "answer_b",
         ],
-        choices={"gold_side": GOLD_SIDES, "gold_kind": GOLD_KINDS},
+        choices={"gold_side": GOLD_SIDES, "gold_kind": GOLD_KIND_CATEGORIES},
         flags=("is_gold",),
         top="pair_id",
     )

@@ -1,4 +1,5 @@
-"""Likert 1-8 conventions shared by every part of Concord (see DESIGN.md, "Conventions").
+"""Likert 1-8 on arrays: the conventions of core.conventions (the scale, its mirror and its
+collapse, written once there), applied to whole columns of scores.
 
 1 means the first answer (left, or A) is much better, 8 means the second is much better; 4 and 5
 are the two sides of "about equal". The scale and its collapse follow the Hugging Face H4 study
@@ -7,17 +8,27 @@ are the two sides of "about equal". The scale and its collapse follow the Huggin
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-Preference = Literal["A", "B", "tie"]
-PREFERENCES: tuple[Preference, ...] = ("A", "B", "tie")
+from core.conventions import (
+    LIKERT_MAX,
+    LIKERT_MIN,
+    LIKERT_SCORES,
+    PREFERENCES,
+    Preference,
+    likert_collapse,
+)
 
-LIKERT_MIN = 1
-LIKERT_MAX = 8
+__all__ = ["LIKERT_MAX", "LIKERT_MIN", "PREFERENCES", "Preference"]
+
+# likert_collapse of every score, indexed by score - LIKERT_MIN: the rule stays in one place and
+# a column is collapsed by one lookup.
+_COLLAPSED = {
+    ties: np.array([likert_collapse(s, ties=ties) for s in LIKERT_SCORES], dtype="<U3")
+    for ties in (True, False)
+}
 
 
 def as_likert_scores(scores: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -49,15 +60,12 @@ def collapse(scores: npt.ArrayLike, *, ties: bool = True) -> npt.NDArray[np.str_
     """Collapse Likert 1-8 scores into preferences "A", "B" (and "tie").
 
     With ties: 1-3 = A, 4-5 = tie, 6-8 = B. Without ties: 1-4 = A, 5-8 = B. Source: the H4 study's
-    collapse of its 1-8 scale, as written in Concord DESIGN.md. Works on shown or canonical scores;
-    for shown scores "A" reads as "first shown".
+    collapse of its 1-8 scale, as written in Concord DESIGN.md (core.conventions.likert_collapse,
+    applied element-wise). Works on shown or canonical scores; for shown scores "A" reads as
+    "first shown".
     """
     s = as_likert_scores(scores)
-    if ties:
-        out = np.where(s <= 3, "A", np.where(s >= 6, "B", "tie"))
-    else:
-        out = np.where(s <= 4, "A", "B")
-    return out.astype("<U3")
+    return _COLLAPSED[ties][s - LIKERT_MIN]
 
 
 def preference_sign(preferences: npt.ArrayLike) -> npt.NDArray[np.float64]:

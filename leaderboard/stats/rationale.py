@@ -6,17 +6,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-# Order as in AdvisorQA (Kim et al. 2024, "AdvisorQA: Towards helpful and harmless
-# advice-seeking question answering with collective intelligence") and Concord DESIGN.md.
-SEVEN_VALUES: tuple[str, ...] = (
-    "relevance",
-    "actionability",
-    "empathy",
-    "creativity",
-    "clarity",
-    "constructiveness",
-    "ethics",
-)
+from core.conventions import SEVEN_VALUE_KEYS
 
 
 def rationale_distribution(selections: Iterable[Iterable[str]]) -> pd.DataFrame:
@@ -26,10 +16,10 @@ def rationale_distribution(selections: Iterable[Iterable[str]]) -> pd.DataFrame:
     judgment; repeats are counted once). Formula: ``count_v = #judgments selecting v``,
     ``share_v = count_v / #judgments`` (shares need not sum to 1, the form is multi-select;
     ``share_of_mentions_v = count_v / sum_v count_v`` does). Source: the AdvisorQA rationale
-    form. Rows follow :data:`SEVEN_VALUES`; no judgments gives NaN shares. An unknown value
-    raises ValueError.
+    form. Rows follow :data:`core.conventions.SEVEN_VALUE_KEYS` (AdvisorQA's order); no judgments
+    gives NaN shares. An unknown value raises ValueError.
     """
-    counts = dict.fromkeys(SEVEN_VALUES, 0)
+    counts = dict.fromkeys(SEVEN_VALUE_KEYS, 0)
     judgments = 0
     for selection in selections:
         judgments += 1
@@ -41,7 +31,7 @@ def rationale_distribution(selections: Iterable[Iterable[str]]) -> pd.DataFrame:
     mentions = int(count.sum())
     return pd.DataFrame(
         {
-            "value": list(SEVEN_VALUES),
+            "value": list(SEVEN_VALUE_KEYS),
             "count": count.to_numpy(),
             "share": count.to_numpy() / judgments if judgments else float("nan"),
             "share_of_mentions": count.to_numpy() / mentions if mentions else float("nan"),

@@ -19,7 +19,6 @@ from django.urls import reverse
 from scipy import stats
 
 from annotation.models import (
-    SEVEN_VALUE_KEYS,
     Answer,
     HumanJudgment,
     Pair,
@@ -28,6 +27,7 @@ from annotation.models import (
     System,
     Worker,
 )
+from core.conventions import SEVEN_VALUE_KEYS
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from leaderboard.report.gold_order import gold_orders, gold_pair_kinds
 from leaderboard.services.reports import (

@@ -10,13 +10,13 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Study, System
 from annotation.selectors.pairs import system_get_by_label
 from annotation.services.pairs import (
-    GOLD_KINDS,
     STRATEGIES,
     PairsGenerationError,
     PairsResult,
     gold_pairs_generate,
     pairs_generate,
 )
+from core.conventions import GOLD_KINDS
 
 
 class Command(BaseCommand):

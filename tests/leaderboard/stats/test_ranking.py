@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from core.conventions import SEVEN_VALUE_KEYS as SEVEN_VALUES
 from leaderboard.stats.correlation import exact_permutation_p
 from leaderboard.stats.ranking import rank_correlation
-from leaderboard.stats.rationale import SEVEN_VALUES, rationale_distribution
+from leaderboard.stats.rationale import rationale_distribution
 from rankeval.ndcg import ndcg_at_k
 
 
