@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from leaderboard.report.cells import IntervalCell
 from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
 from leaderboard.stats.bootstrap import ClusterProportion, cluster_share
@@ -166,18 +167,6 @@ class Table:
 # See Table.page.
 PAGE_WIDE_COLUMNS = 16
 PAGE_TURN_ROWS = 10
-
-
-@dataclass(frozen=True)
-class IntervalCell:
-    """An estimate with its interval, shown in one cell of a wide table ("0.83 [0.71, 0.90]")."""
-
-    value: Any
-    lower: Any
-    upper: Any
-
-    def __str__(self) -> str:
-        return f"{self.value} [{self.lower}, {self.upper}]"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from django import template
 from django.utils.safestring import SafeString, mark_safe
 
 from annotation.rendering import markdown_render_safe
-from leaderboard.report.base import IntervalCell
+from leaderboard.report.cells import IntervalCell
 
 register = template.Library()
 

@@ -136,9 +136,12 @@ def test_a_second_worker_never_gets_the_pair_the_first_holds(
     arrive_and_consent(first, live_server.url, study, "PIDFIRST")
     first.wait_for_selector("#judgment-form")
     arrive_and_consent(second, live_server.url, study, "PIDSECOND")
-    second.wait_for_selector("#no-work")
-    assert "No work available" in second.inner_text("h1")
+    # The only pair is held by the first worker: the second is asked to come back (issue 26's
+    # completion rule), never shown the held pair, and given no code.
+    second.wait_for_selector("#wait")
+    assert "Come back in a few minutes" in second.inner_text("h1")
     assert "CHROME-OK-77" not in second.content()
+    assert second.locator("#judgment-form").count() == 0
     first.context.close()
     second.context.close()
 

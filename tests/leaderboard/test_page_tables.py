@@ -3,7 +3,8 @@ turned, column groups kept; the CSV keeps every column."""
 
 from __future__ import annotations
 
-from leaderboard.report.base import PAGE_WIDE_COLUMNS, IntervalCell, Table
+from leaderboard.report.base import PAGE_WIDE_COLUMNS, Table
+from leaderboard.report.cells import IntervalCell
 from leaderboard.report.document import table_to_csv
 from leaderboard.templatetags.analysis import cell
 
