@@ -116,7 +116,7 @@ class StudyAdmin(admin.ModelAdmin):
                 "description": "Amounts are stored in US cents; the $ lines show the saved value.",
             },
         ),
-        ("Categories", {"fields": ("categories",)}),
+        ("Categories", {"fields": ("categories", "reference_categories")}),
         ("Record", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 

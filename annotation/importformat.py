@@ -131,6 +131,8 @@ class PromptRow:
     category: str
     turns: list[str]
     answers: list[AnswerRow] = field(default_factory=list)
+    # A reference answer for reference-guided judges, one text per turn (JSONL `reference`).
+    reference: list[str] | None = None
 
 
 class Problems:
@@ -445,6 +447,7 @@ def _jsonl_prompt(record: _Fields) -> PromptRow | None:
         record.fail("answers", f"expected a list of answers, got {_json_type(raw_answers)}")
         raw_answers = []
     prompt = PromptRow(number, external_id, category, turns)
+    prompt.reference = _jsonl_reference(record, len(turns))
     for index, raw in enumerate(raw_answers):
         prefix = f"answers[{index}]"
         if not isinstance(raw, dict):
@@ -468,6 +471,34 @@ def _jsonl_prompt(record: _Fields) -> PromptRow | None:
         return None
     _check_answers(prompt, problems)
     return prompt
+
+
+def _jsonl_reference(record: _Fields, prompt_turns: int) -> list[str] | None:
+    """The prompt's reference answer: a text for a single-turn prompt, or one text per turn."""
+    value = record.obj.get("reference")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if prompt_turns > 1:
+            record.fail(
+                "reference",
+                f"the prompt has {prompt_turns} turns; give a list of {prompt_turns} texts",
+            )
+            return None
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        record.fail("reference", f"expected a string or a list of strings, got {_json_type(value)}")
+        return None
+    if prompt_turns and len(value) != prompt_turns:
+        record.fail(
+            "reference",
+            f"has {len(value)} turn(s) but the prompt has {prompt_turns}; give one each",
+        )
+        return None
+    if any(not item.strip() for item in value):
+        record.fail("reference", "must not be empty")
+        return None
+    return value
 
 
 def _jsonl_answer_turns(item: _Fields, prompt_turns: int) -> list[str]:

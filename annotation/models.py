@@ -122,6 +122,12 @@ class Study(models.Model):
     categories = models.JSONField(
         default=list, blank=True, help_text="Categories shown in filters; empty means any."
     )
+    reference_categories = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Categories whose prompts judges see with a reference answer (MT-Bench's "
+        'math, reasoning and coding: ["math", "reasoning", "coding"]); workers never see it.',
+    )
     gold_warn_accuracy = models.DecimalField(
         max_digits=4,
         decimal_places=3,
@@ -330,6 +336,15 @@ class Prompt(models.Model):
     external_id = models.CharField(max_length=200)
     category = models.CharField(max_length=100, blank=True, db_index=True)
     turns = models.JSONField(help_text="The user's turns, a list of strings.")
+    # A reference answer for reference-guided judges, one string per turn; shown in judge calls'
+    # prompts only, never on a worker's page. Frozen once set (annotation.services.references).
+    reference_turns = models.JSONField(null=True, blank=True)
+    reference_source = models.CharField(
+        max_length=120,
+        blank=True,
+        help_text='Where the reference came from: "imported", or "judge:<name>" for one a '
+        "reference judge wrote.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

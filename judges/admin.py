@@ -49,6 +49,7 @@ class JudgeAdminForm(forms.ModelForm):
             "base_url",
             "api_key_env",
             "prompt_template",
+            "reference_template",
             "output_format",
             "params",
             "price_input_per_mtok",
@@ -72,7 +73,15 @@ class JudgeAdminForm(forms.ModelForm):
         candidate = Judge(
             **{
                 field: data.get(field, getattr(self.instance, field))
-                for field in ("kind", "base_url", "model_name", "api_key_env", "prompt_template")
+                for field in (
+                    "kind",
+                    "base_url",
+                    "model_name",
+                    "api_key_env",
+                    "prompt_template",
+                    "reference_template",
+                    "output_format",
+                )
             }
         )
         judge_validate(judge=candidate)
@@ -150,7 +159,7 @@ class JudgeAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Judge, form: ModelForm[Judge], change: bool
     ) -> None:
-        obj.template_hash = template_hash(obj.prompt_template)
+        obj.template_hash = template_hash(obj.prompt_template, obj.reference_template)
         super().save_model(request, obj, form, change)
 
 

@@ -19,11 +19,17 @@ class OutputFormat(models.TextChoices):
     TWO_SCORES = "two_scores", "Two scores 1-10"
     VERDICT = "verdict", "Verdict [[A]] / [[B]] / [[C]]"
     VALUES = "values", "Winner and seven values"
+    GRADE = "grade", "One grade 1-10 for a single answer"
 
 
-def template_hash(template: str) -> str:
-    """Return the SHA-256 of a prompt template, so a report can say exactly what was asked."""
-    return hashlib.sha256(template.encode("utf-8")).hexdigest()
+def template_hash(template: str, reference_template: str = "") -> str:
+    """Return the SHA-256 of a prompt template, so a report can say exactly what was asked.
+
+    A reference-guided judge's hash covers its reference template too (after a NUL byte); a
+    judge without one keeps the hash of its template alone.
+    """
+    text = template if not reference_template else f"{template}\0{reference_template}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Judge(models.Model):
@@ -73,6 +79,12 @@ class Judge(models.Model):
         choices=OutputFormat.choices,
         default=OutputFormat.LIKERT,
         help_text="What the template asks for; decides how replies are parsed.",
+    )
+    reference_template = models.TextField(
+        blank=True,
+        help_text="Used instead of the prompt template for prompts in the study's reference "
+        "categories (Study.reference_categories); shows the prompt's reference answer as "
+        "{reference}. Empty: the judge is not reference-guided.",
     )
     template_hash = models.CharField(max_length=64, blank=True, editable=False)
     params = models.JSONField(
@@ -166,12 +178,18 @@ class JudgeCall(models.Model):
 
     `order` records what the judge was shown: A first, B first, or `both` for a verdict that a
     source combined from both orders (MT-Bench's published GPT-4 pair verdicts).
+
+    A *grade call* of a single-answer grading judge (output format ``grade``) is one judge on one
+    answer alone at one turn: `answer` and `turn` set, `pair` empty, order ``one``, the grade in
+    `grade`; unique per (run, answer, turn). Its run's pair verdicts are derived from two grades
+    (judges.services.grading) and are ordinary pair calls.
     """
 
     class Order(models.TextChoices):
         A_FIRST = "ab", "A shown first"
         B_FIRST = "ba", "B shown first"
         BOTH = "both", "Combined from both orders"
+        ONE = "one", "One answer alone"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -181,7 +199,20 @@ class JudgeCall(models.Model):
         SKIPPED = "skipped", "Skipped"
 
     run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="calls")
-    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judge_calls")
+    pair = models.ForeignKey(
+        Pair, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_calls"
+    )
+    answer = models.ForeignKey(
+        Answer,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="grade_calls",
+        help_text="A grade call's answer (its pair is empty).",
+    )
+    turn = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="A grade call's judged turn, from 1."
+    )
     order = models.CharField(max_length=4, choices=Order.choices)
     status = models.CharField(
         max_length=8, choices=Status.choices, default=Status.PENDING, db_index=True
@@ -197,6 +228,7 @@ class JudgeCall(models.Model):
     score_a = models.FloatField(null=True, blank=True)
     score_b = models.FloatField(null=True, blank=True)
     values = models.JSONField(default=list, blank=True)
+    grade = models.FloatField(null=True, blank=True, help_text="A grade call's grade, 1-10.")
     parse_error = models.TextField(blank=True)
     refusal = models.BooleanField(default=False)
     error = models.TextField(blank=True)
@@ -227,6 +259,23 @@ class JudgeCall(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "pair", "order"], name="call_unique_run_pair_order"
+            ),
+            models.UniqueConstraint(
+                fields=["run", "answer", "turn"],
+                condition=Q(answer__isnull=False),
+                name="call_unique_run_answer_turn",
+            ),
+            # A pair call or a grade call, never both nor neither.
+            models.CheckConstraint(
+                condition=(
+                    Q(pair__isnull=False, answer__isnull=True, turn__isnull=True) & ~Q(order="one")
+                )
+                | Q(pair__isnull=True, answer__isnull=False, turn__gte=1, order="one"),
+                name="call_pair_or_answer",
+            ),
+            models.CheckConstraint(
+                condition=Q(grade__isnull=True) | (Q(grade__gte=1) & Q(grade__lte=10)),
+                name="call_grade_1_10",
             ),
             models.CheckConstraint(
                 condition=Q(likert__isnull=True) | (Q(likert__gte=1) & Q(likert__lte=8)),

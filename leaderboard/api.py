@@ -229,7 +229,11 @@ class StudyCallListApi(_RowsApi):
         id = serializers.IntegerField()
         run = serializers.IntegerField(source="run_id")
         judge = serializers.CharField(source="run.judge.name")
-        pair = serializers.IntegerField(source="pair_id")
+        pair = serializers.IntegerField(source="pair_id", allow_null=True)
+        answer = serializers.IntegerField(
+            source="answer_id", allow_null=True, help_text="A grade call's answer (pair empty)."
+        )
+        grade = serializers.FloatField(allow_null=True, help_text="A grade call's grade, 1-10.")
         order = serializers.CharField()
         status = serializers.CharField()
         likert_shown = serializers.IntegerField(allow_null=True)

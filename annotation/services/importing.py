@@ -39,6 +39,8 @@ from annotation.models import Answer, Pair, Prompt, Study, System
 __all__ = ["ImportProblem", "ImportResult", "StudyImportError", "study_import"]
 
 BATCH_SIZE = 500
+# Prompt.reference_source of a reference answer the import file gave.
+REFERENCE_IMPORTED = "imported"
 
 ImportProgress = Callable[[str, int, int], None]
 """Called as progress(phase, bytes_done, bytes_total); phase is "validate", then "write" (or
@@ -228,6 +230,8 @@ class _Batch:
                     external_id=row.external_id,
                     category=row.category,
                     turns=row.turns,
+                    reference_turns=row.reference,
+                    reference_source=REFERENCE_IMPORTED if row.reference else "",
                 )
                 new_prompts.append(created)
                 self.counts.prompts_created += 1
@@ -235,7 +239,8 @@ class _Batch:
                     new_answers.append(self._scanned(self._new_answer(created, answer_row)))
                 continue
             self._compare(row, prompt, stored.get(prompt.pk, {}), new_answers, changed_answers)
-            if prompt.category != row.category or prompt.turns != row.turns:
+            referenced = self._reference(row, prompt)
+            if prompt.category != row.category or prompt.turns != row.turns or referenced:
                 prompt.category, prompt.turns = row.category, row.turns
                 changed_prompts.append(prompt)
                 self.counts.prompts_updated += 1
@@ -244,7 +249,9 @@ class _Batch:
         if write and not self.problems:
             Prompt.objects.bulk_create(new_prompts)
             Answer.objects.bulk_create(new_answers)
-            Prompt.objects.bulk_update(changed_prompts, ["category", "turns"])
+            Prompt.objects.bulk_update(
+                changed_prompts, ["category", "turns", "reference_turns", "reference_source"]
+            )
             Answer.objects.bulk_update(
                 changed_answers,
                 [
@@ -260,6 +267,26 @@ class _Batch:
                     "original_turns",
                 ],
             )
+
+    def _reference(self, row: PromptRow, prompt: Prompt) -> bool:
+        """Give a stored prompt the file's reference answer; True if it is new to the prompt.
+
+        A reference is frozen once set (judges' calls and copied grades refer to it): a file
+        that gives another one is refused; a file that gives none keeps the stored one.
+        """
+        if row.reference is None or prompt.reference_turns == row.reference:
+            return False
+        if prompt.reference_turns is not None:
+            self.problems.add(
+                row.line,
+                "reference",
+                f"prompt {row.external_id} already has a reference answer "
+                f"({prompt.reference_source or 'imported'}), which is frozen once set; this "
+                "file gives another",
+            )
+            return False
+        prompt.reference_turns, prompt.reference_source = row.reference, REFERENCE_IMPORTED
+        return True
 
     def _new_answer(self, prompt: Prompt, row: AnswerRow) -> Answer:
         self.counts.answers_created += 1

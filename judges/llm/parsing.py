@@ -39,6 +39,7 @@ class ParseResult:
     winner_shown: Side | None = None
     verdict_label: str = ""
     values: tuple[str, ...] = field(default=())
+    grade: float | None = None
     parse_error: str = ""
     refusal: bool = False
 
@@ -73,26 +74,41 @@ def _first_line(raw: str) -> str:
     return ""
 
 
-def likert_parse(raw: str) -> ParseResult:
-    """Read a Likert score 1-8 written alone on the first non-empty line."""
+def _whole_number_alone(raw: str, *, what: str, high: int) -> int | ParseResult:
+    """The whole number 1-`high` written alone on the first non-empty line, or the failure.
+
+    The number may be wrapped in emphasis or followed by a full stop ("**3**", "3."), and a
+    grade out of ten may say so ("7/10"), which changes nothing about what was said; anything
+    else on the line is an error.
+    """
     if not raw.strip():
         return ParseResult(raw=raw, parse_error="empty reply")
     line = _first_line(raw)
-    # Allow the score to be wrapped in emphasis or followed by a full stop ("**3**", "3."), which
-    # changes nothing about what was said; anything else on the line is an error.
     bare = line.strip("*_` ").rstrip(".").strip()
-    numbers = _INTEGER.findall(line)
+    text = line
+    out_of = re.fullmatch(rf"([-+]?\d+(?:\.\d+)?)\s*/\s*{high}", bare) if high == 10 else None
+    if out_of is not None:
+        bare = text = out_of.group(1)
+    numbers = _INTEGER.findall(text)
     if not numbers:
-        return _failure(raw, "no score on the first line")
+        return _failure(raw, f"no {what} on the first line")
     if len(numbers) > 1:
         return _failure(raw, f"more than one number on the first line: {line[:80]!r}")
     if bare != numbers[0]:
-        return _failure(raw, f"the first line holds more than the score: {line[:80]!r}")
+        return _failure(raw, f"the first line holds more than the {what}: {line[:80]!r}")
     if not re.fullmatch(r"[-+]?\d+", bare):
-        return _failure(raw, f"score is not a whole number: {bare!r}")
+        return _failure(raw, f"{what} is not a whole number: {bare!r}")
     value = int(bare)
-    if not 1 <= value <= 8:
-        return _failure(raw, f"score {value} is outside 1-8")
+    if not 1 <= value <= high:
+        return _failure(raw, f"{what} {value} is outside 1-{high}")
+    return value
+
+
+def likert_parse(raw: str) -> ParseResult:
+    """Read a Likert score 1-8 written alone on the first non-empty line."""
+    value = _whole_number_alone(raw, what="score", high=8)
+    if isinstance(value, ParseResult):
+        return value
     return ParseResult(raw=raw, likert_shown=value, winner_shown=likert_side(value))
 
 
@@ -156,11 +172,20 @@ def values_parse(raw: str) -> ParseResult:
     )
 
 
+def grade_parse(raw: str) -> ParseResult:
+    """Read one grade 1-10, a whole number alone on the first line ("7", "**7**", "7/10")."""
+    value = _whole_number_alone(raw, what="grade", high=10)
+    if isinstance(value, ParseResult):
+        return value
+    return ParseResult(raw=raw, grade=float(value))
+
+
 PARSERS = {
     OutputFormat.LIKERT: likert_parse,
     OutputFormat.TWO_SCORES: two_scores_parse,
     OutputFormat.VERDICT: verdict_parse,
     OutputFormat.VALUES: values_parse,
+    OutputFormat.GRADE: grade_parse,
 }
 
 

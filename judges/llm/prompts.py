@@ -1,4 +1,4 @@
-"""The five prompt templates that ship with Concord, written in our own words, and rendering.
+"""The prompt templates that ship with Concord, written in our own words, and rendering.
 
 Variables a template may use (each written in braces, e.g. ``{question}``):
 
@@ -11,6 +11,12 @@ Variables a template may use (each written in braces, e.g. ``{question}``):
     The judged turn, counted from 1.
 ``{values}``
     The seven values, one per line as ``key: label - description``.
+``{answer}``
+    A single-answer grading template's one answer (output format ``grade``), as the assistant's
+    turns up to the judged turn.
+``{reference}``
+    A reference-guided template's reference answer (the prompt's, up to the judged turn); a
+    judge's reference template is used for prompts in the study's reference categories only.
 
 Any other text in braces is left as written, so templates may contain JSON or code examples.
 """
@@ -30,9 +36,19 @@ class PromptTemplate:
     title: str
     output_format: OutputFormat
     text: str
+    # The template used instead for prompts in the study's reference categories ({reference}).
+    reference_text: str = ""
 
 
-VARIABLES: tuple[str, ...] = ("question", "answer_first", "answer_second", "turn", "values")
+VARIABLES: tuple[str, ...] = (
+    "question",
+    "answer_first",
+    "answer_second",
+    "turn",
+    "values",
+    "answer",
+    "reference",
+)
 _VARIABLE = re.compile(r"\{(" + "|".join(VARIABLES) + r")\}")
 
 _LIKERT_BODY = """You are rating two replies written by AI assistants to the same request.
@@ -73,11 +89,28 @@ The order in which the replies appear was chosen at random and says nothing abou
 Do not favour a reply because it comes first or second, and do not let length alone sway you:
 judge the content only."""
 
+# The reference-guided variant: the same scale, with a reference answer the judge checks both
+# replies against (MT-Bench's math, reasoning and coding questions), said to be correct.
+_LIKERT_REFERENCE_BODY = _LIKERT_BODY.replace(
+    """Decide which reply""",
+    """A reference answer, known to be correct, is given below. It is not one of the two replies;
+use it to check what each reply gets right and wrong, and count a mistake against a reply however
+well it is written.
+
+Reference answer:
+<<<
+{reference}
+>>>
+
+Decide which reply""",
+)
+
 LIKERT = PromptTemplate(
     name="likert",
     title="Pairwise Likert 1-8, score on the first line",
     output_format=OutputFormat.LIKERT,
     text=_LIKERT_BODY + _LIKERT_FORMAT,
+    reference_text=_LIKERT_REFERENCE_BODY + _LIKERT_FORMAT,
 )
 LIKERT_NO_POSITION = PromptTemplate(
     name="likert_no_position",
@@ -162,9 +195,50 @@ keys of the values you chose (the words before the colons), separated by commas.
 line on, explain briefly.""",
 )
 
+_GRADE_BODY = """You are grading one reply that an AI assistant wrote to a request. Grade it alone:
+there is no other reply to compare it with.
+
+Request:
+<<<
+{question}
+>>>
+
+Reply:
+<<<
+{answer}
+>>>
+"""
+
+_GRADE_REFERENCE = """
+A reference answer, known to be correct, follows. Check the reply against it: a wrong result or
+a broken step costs the reply most of its grade, however clear the writing.
+
+Reference answer:
+<<<
+{reference}
+>>>
+"""
+
+_GRADE_SCALE = """
+Grade the reply from 1 to 10 for how well it serves the person who made the request: whether it
+is helpful, correct, complete, clear and harmless, and as detailed as the request needs.
+1 = useless, wrong or harmful; 4 = partly useful, with real faults; 7 = good, with small faults;
+10 = could not be better. Length alone earns nothing.
+
+Write the grade alone, as a whole number from 1 to 10, on the first line. From the second line
+on, explain the grade in two or three sentences."""
+
+GRADE = PromptTemplate(
+    name="grade",
+    title="Single answer graded alone, 1-10 on the first line",
+    output_format=OutputFormat.GRADE,
+    text=_GRADE_BODY + _GRADE_SCALE,
+    reference_text=_GRADE_BODY + _GRADE_REFERENCE + _GRADE_SCALE,
+)
+
 TEMPLATES: dict[str, PromptTemplate] = {
     template.name: template
-    for template in (LIKERT, LIKERT_NO_POSITION, TWO_SCORES, VERDICT, VALUES)
+    for template in (LIKERT, LIKERT_NO_POSITION, TWO_SCORES, VERDICT, VALUES, GRADE)
 }
 
 
@@ -196,9 +270,11 @@ def template_render(
     template_text: str,
     *,
     question: str,
-    answer_first: str,
-    answer_second: str,
+    answer_first: str = "",
+    answer_second: str = "",
     turn: int = 1,
+    answer: str = "",
+    reference: str = "",
 ) -> str:
     """Fill a template's variables; text in braces that is not a variable stays as written."""
     values = {
@@ -207,5 +283,7 @@ def template_render(
         "answer_second": answer_second,
         "turn": str(turn),
         "values": values_block(),
+        "answer": answer,
+        "reference": reference,
     }
     return _VARIABLE.sub(lambda match: values[match.group(1)], template_text)

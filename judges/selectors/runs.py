@@ -74,17 +74,22 @@ def judge_run_get_for_user(*, user: User | AnonymousUser, run_id: int) -> JudgeR
 
 def judge_call_list(*, run: JudgeRun, status: str = "") -> QuerySet[JudgeCall]:
     """The run's calls by pair and order, with the prompt and both systems (researchers only),
-    optionally of one status."""
+    optionally of one status; a grading run's grade calls (no pair) come last, with their
+    answer's prompt and system."""
     calls = run.calls.select_related(
-        "pair__prompt", "pair__answer_a__system", "pair__answer_b__system"
-    ).order_by("pair_id", "order", "pk")
+        "pair__prompt",
+        "pair__answer_a__system",
+        "pair__answer_b__system",
+        "answer__prompt",
+        "answer__system",
+    ).order_by("pair_id", "answer_id", "order", "pk")
     return calls.filter(status=status) if status else calls
 
 
 def judge_call_get(*, run: JudgeRun, call_id: int) -> JudgeCall:
-    return run.calls.select_related("pair__prompt", "pair__answer_a", "pair__answer_b").get(
-        pk=call_id
-    )
+    return run.calls.select_related(
+        "pair__prompt", "pair__answer_a", "pair__answer_b", "answer__prompt", "answer__system"
+    ).get(pk=call_id)
 
 
 def judge_run_progress(*, run: JudgeRun) -> RunProgress:
@@ -149,7 +154,14 @@ def _stall_text(run: JudgeRun, last_finished: datetime | None, remaining: int) -
 def _first_call_estimate(run: JudgeRun) -> Decimal:
     """Before any call is paid: the price of one call from its prompt length and reply cap."""
     call = (
-        run.calls.select_related("run__judge", "pair__prompt", "pair__answer_a", "pair__answer_b")
+        run.calls.select_related(
+            "run__judge",
+            "run__study",
+            "pair__prompt",
+            "pair__answer_a",
+            "pair__answer_b",
+            "answer__prompt",
+        )
         .order_by("pk")
         .first()
     )

@@ -47,6 +47,13 @@ from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
 from judges.llm.prompts import conversation_render, question_render, template_render
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
+from judges.services.grading import (
+    call_template,
+    grade_content,
+    grade_pairs_derive,
+    is_grading,
+    reference_hash,
+)
 from judges.services.journal import (
     call_identity,
     reply_journal_forget,
@@ -73,33 +80,73 @@ class CallOutcome:
     detail: str = ""
 
 
-def call_messages(*, call: JudgeCall) -> list[dict[str, str]]:
-    """The chat messages for a call: the template filled with the pair in the call's order."""
+def call_content(*, call: JudgeCall) -> tuple[str, str | None]:
+    """The filled template of a call, and the reference answer it shows (None: none).
+
+    A pair call shows the pair in the call's order; a grade call (judges.services.grading) shows
+    its one answer. Prompts in the study's reference categories use the judge's reference
+    template, when it has one.
+    """
+    judge, study = call.run.judge, call.run.study
+    if call.answer_id is not None:
+        answer = call.answer
+        assert answer is not None and call.turn is not None
+        return grade_content(
+            judge=judge,
+            study=study,
+            prompt=answer.prompt,
+            answer_turns=list(answer.turns or []),
+            turn=call.turn,
+        )
     pair = call.pair
+    assert pair is not None
     prompt_turns = list(pair.prompt.turns or [])
     first, second = (
         (pair.answer_a, pair.answer_b) if call.order == "ab" else (pair.answer_b, pair.answer_a)
     )
+    text, reference = call_template(judge=judge, study=study, prompt=pair.prompt, turn=pair.turn)
     content = template_render(
-        call.run.judge.prompt_template,
+        text,
         question=question_render(prompt_turns, pair.turn),
         answer_first=conversation_render(prompt_turns, list(first.turns or []), pair.turn),
         answer_second=conversation_render(prompt_turns, list(second.turns or []), pair.turn),
         turn=pair.turn,
+        reference=reference or "",
     )
+    return content, reference
+
+
+def call_messages(*, call: JudgeCall) -> list[dict[str, str]]:
+    """The chat messages for a call: the template filled with the pair in the call's order, or
+    with a grade call's one answer."""
+    content, _ = call_content(call=call)
     return [{"role": "user", "content": content}]
 
 
 def call_request(*, call: JudgeCall) -> dict[str, Any]:
-    """The request as it will be sent (without the key), stored on the call for inspection."""
+    """The request as it will be sent (without the key), stored on the call for inspection.
+
+    A call that shows a reference answer says where it came from and its hash (a later run's
+    grade is copied only while that hash is the same).
+    """
     judge = call.run.judge
-    return {
+    content, reference = call_content(call=call)
+    request: dict[str, Any] = {
         "base_url": judge.base_url,
         "model": judge.model_name,
         "params": judge.params,
-        "messages": call_messages(call=call),
+        "messages": [{"role": "user", "content": content}],
         "template_hash": judge.template_hash,
     }
+    if call.answer_id is not None:
+        request |= {"answer_id": call.answer_id, "turn": call.turn, "reference_hash": None}
+    if reference is not None:
+        prompt = call.answer.prompt if call.answer is not None else call.pair.prompt  # type: ignore[union-attr]
+        request |= {
+            "reference_source": prompt.reference_source,
+            "reference_hash": reference_hash(reference),
+        }
+    return request
 
 
 def tokens_estimate(*, judge: Judge, messages: list[dict[str, str]]) -> int:
@@ -229,18 +276,28 @@ def backoff_seconds(*, attempt: int, retry_after: float | None) -> float:
 
 
 def run_finish_if_complete(*, run_id: int) -> bool:
-    """Mark a running run done once none of its calls is pending or running (two index reads)."""
+    """Mark a running run done once none of its calls is pending or running (two index reads).
+
+    A single-answer grading run's pair verdicts are derived from its grades in the same
+    transaction as its done status (judges.services.grading.grade_pairs_derive).
+    """
     open_calls = JudgeCall.objects.filter(
         run_id=run_id, status__in=[JudgeCall.Status.PENDING, JudgeCall.Status.RUNNING]
     )
     if open_calls.exists():
         return False
-    return (
-        JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).update(
-            status=JudgeRun.Status.DONE, finished_at=timezone.now()
+    with transaction.atomic():
+        finished = (
+            JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).update(
+                status=JudgeRun.Status.DONE, finished_at=timezone.now()
+            )
+            == 1
         )
-        == 1
-    )
+        if finished:
+            judge = Judge.objects.filter(runs=run_id).only("kind", "output_format").first()
+            if judge is not None and is_grading(judge):
+                grade_pairs_derive(run_id=run_id)
+    return finished
 
 
 def budget_reached(*, run: JudgeRun) -> bool:
@@ -351,7 +408,9 @@ def _record_reply(
     }
     if reply.refusal:
         fields["parse_error"] = _refusal_parse_error(reply)
-    if parsed.ok and not reply.refusal:
+    if parsed.ok and not reply.refusal and call.answer_id is not None:
+        fields["grade"] = parsed.grade
+    elif parsed.ok and not reply.refusal:
         verdict = verdict_canonical(parsed, call.order)  # type: ignore[arg-type]
         fields.update(
             likert_shown=verdict.likert_shown,
@@ -399,10 +458,12 @@ def _ledger_undo_one(call: JudgeCall) -> bool:
 
 def _baseline_reply(call: JudgeCall) -> ChatReply:
     judge = call.run.judge
+    assert call.pair_id is not None, "a baseline judges pairs"
     if judge.kind == Judge.Kind.RANDOM:
         content = baselines.random_reply(seed=call.run.seed, pair_id=call.pair_id, order=call.order)
     else:
         pair = call.pair
+        assert pair is not None
         first, second = (
             (pair.answer_a, pair.answer_b) if call.order == "ab" else (pair.answer_b, pair.answer_a)
         )
@@ -413,7 +474,12 @@ def _baseline_reply(call: JudgeCall) -> ChatReply:
 def _call_load(call_id: int) -> JudgeCall | None:
     return (
         JudgeCall.objects.select_related(
-            "run__judge", "pair__prompt", "pair__answer_a", "pair__answer_b"
+            "run__judge",
+            "run__study",
+            "pair__prompt",
+            "pair__answer_a",
+            "pair__answer_b",
+            "answer__prompt",
         )
         .filter(pk=call_id)
         .first()
@@ -532,7 +598,10 @@ def judge_call_execute(*, call_id: int) -> CallOutcome:
     idempotency_key = call_idempotency_key(call_id=call.pk)
     # An earlier attempt's reply that never reached the database is recorded, not paid again.
     identity = call_identity(
-        run_id=call.run_id, pair_id=call.pair_id, order=call.order, created_at=call.created_at
+        run_id=call.run_id,
+        pair_id=call.pair_id if call.pair_id is not None else f"answer{call.answer_id}@{call.turn}",
+        order=call.order,
+        created_at=call.created_at,
     )
     journaled = reply_journal_read(idempotency_key=idempotency_key, identity=identity)
     if journaled is not None:

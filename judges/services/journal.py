@@ -45,8 +45,9 @@ def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
-def call_identity(*, run_id: int, pair_id: int, order: str, created_at: datetime) -> str:
-    """What tells one call row from any other that ever had its id."""
+def call_identity(*, run_id: int, pair_id: int | str, order: str, created_at: datetime) -> str:
+    """What tells one call row from any other that ever had its id (a grade call's `pair_id`
+    is "answer<id>@<turn>")."""
     return f"{run_id}:{pair_id}:{order}:{created_at.isoformat()}"
 
 

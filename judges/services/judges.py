@@ -18,7 +18,7 @@ from judges.llm.client import (
     base_url_check,
 )
 from judges.llm.prompts import TEMPLATES
-from judges.models import Judge, template_hash
+from judges.models import Judge, OutputFormat, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
 
 RUNNABLE_KINDS = (Judge.Kind.LLM, Judge.Kind.RANDOM, Judge.Kind.LONGER, Judge.Kind.PL)
@@ -61,6 +61,17 @@ def judge_validate(*, judge: Judge) -> None:
         errors["api_key_env"] = api_key_env_refusal(judge.api_key_env) + "."
     if not judge.prompt_template.strip():
         errors["prompt_template"] = "An LLM judge needs a prompt template."
+    if judge.reference_template and "{reference}" not in judge.reference_template:
+        errors["reference_template"] = (
+            "A reference template shows the reference answer: write {reference} where it goes."
+        )
+    if judge.output_format == OutputFormat.GRADE:
+        for field in ("prompt_template", "reference_template"):
+            text = getattr(judge, field)
+            if text and "{answer}" not in text:
+                errors.setdefault(
+                    field, "A single-answer grading template shows its one answer as {answer}."
+                )
     if errors:
         raise ValidationError(errors)
 
@@ -83,11 +94,15 @@ def judge_create(
     order_policy: str = Judge.OrderPolicy.BOTH,
     study: Study | None = None,
     api_key: str = "",
+    reference_guided: bool = False,
+    reference_template: str = "",
 ) -> Judge:
     """Create a judge, from a shipped template by name or from its own template text.
 
     `api_key` is a key pasted by a researcher: stored encrypted instead of `api_key_env`
-    (judges.services.keys). `study` makes the judge that study's own.
+    (judges.services.keys). `study` makes the judge that study's own. `reference_guided` takes
+    the shipped template's reference variant as the judge's reference template (or give
+    `reference_template` with a template text of its own).
     """
     if template_name is not None:
         if template_name not in TEMPLATES:
@@ -97,6 +112,12 @@ def judge_create(
         template = TEMPLATES[template_name]
         prompt_template = template.text
         output_format = output_format or template.output_format
+        if reference_guided:
+            if not template.reference_text:
+                raise ValidationError(
+                    {"template_name": f"template {template_name!r} has no reference variant"}
+                )
+            reference_template = template.reference_text
     judge = Judge(
         name=name,
         kind=kind,
@@ -104,6 +125,7 @@ def judge_create(
         base_url=base_url,
         api_key_env=api_key_env,
         prompt_template=prompt_template,
+        reference_template=reference_template,
         output_format=output_format or Judge._meta.get_field("output_format").default,
         params=params if params is not None else {"temperature": 0, "max_tokens": 512},
         price_input_per_mtok=price_input_per_mtok,
@@ -113,6 +135,10 @@ def judge_create(
         order_policy=order_policy,
         study=study,
     )
+    if judge.kind == Judge.Kind.LLM and judge.output_format == OutputFormat.GRADE:
+        # Each answer is graded alone: the order of a pair cannot move its derived verdict.
+        judge.order_invariant = True
+        judge.order_policy = Judge.OrderPolicy.FIXED
     if api_key:
         try:
             judge.api_key_encrypted = api_key_encrypt(api_key_clean(api_key))
@@ -120,7 +146,7 @@ def judge_create(
             raise ValidationError({"api_key": str(exc)}) from exc
         judge.api_key_env = ""
         judge.api_key_set_at = timezone.now()
-    judge.template_hash = template_hash(judge.prompt_template)
+    judge.template_hash = template_hash(judge.prompt_template, judge.reference_template)
     judge.full_clean()
     judge_validate(judge=judge)
     judge.save()

@@ -31,6 +31,7 @@ from judges.services.calls import (
     run_stall_clear,
     run_stall_note,
 )
+from judges.services.grading import grade_calls_create, is_grading, references_missing
 from judges.services.judges import judge_readiness
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,10 @@ def judge_run_start(
 ) -> JudgeRun:
     """Create a run with one pending call per pair and order, then queue them after commit.
 
+    A single-answer grading judge gets one call per answer and turn instead, its pair verdicts
+    derived when the last is recorded (judges.services.grading). Every prompt the judge would
+    show with a reference answer (the study's reference categories) must have one.
+
     Raise JudgeNotReady when the judge lacks its key or configuration, BrokerUnavailable when
     the broker does not answer (before anything is written), ValidationError for pairs of
     another study or a negative budget.
@@ -126,6 +131,18 @@ def judge_run_start(
             raise ValidationError({"pairs": f"pairs {foreign} do not belong to {study.slug!r}"})
     if not pair_list:
         raise ValidationError({"pairs": f"study {study.slug!r} has no pairs to judge"})
+    missing = references_missing(judge=judge, study=study, pairs=pair_list)
+    if missing:
+        shown = ", ".join(missing[:10]) + (
+            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        )
+        raise ValidationError(
+            {
+                "pairs": f"{len(missing)} prompts of the reference categories "
+                f"{', '.join(study.reference_categories)} have no reference answer ({shown}): "
+                "import them (the reference field) or have a reference judge write them"
+            }
+        )
     broker_check()
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     now = timezone.now()
@@ -141,11 +158,18 @@ def judge_run_start(
             started_at=now,
         )
         run.pairs.set(pair_list)
-        JudgeCall.objects.bulk_create(
-            JudgeCall(run=run, pair=pair, order=order, lease_expires_at=now + grace)
-            for pair in pair_list
-            for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
-        )
+        if is_grading(judge):
+            # One call per answer and turn; grades made before are copied, and a run whose
+            # grades are all copied is done (its pair verdicts derived) at once.
+            if not grade_calls_create(run=run, pairs=pair_list, due=now + grace):
+                run_finish_if_complete(run_id=run.pk)
+                run.refresh_from_db()
+        else:
+            JudgeCall.objects.bulk_create(
+                JudgeCall(run=run, pair=pair, order=order, lease_expires_at=now + grace)
+                for pair in pair_list
+                for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
+            )
         run_id = run.pk
         transaction.on_commit(lambda: _judge_task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
     return run

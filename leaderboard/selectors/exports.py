@@ -72,6 +72,11 @@ EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("latency_ms", "latency_ms"),
         ("model_version_reported", "model_version_reported"),
         ("raw_output", "raw_output"),
+        # A single-answer grading judge's grade calls (pair_id empty), last so that readers by
+        # position keep their columns.
+        ("answer_id", "answer_id"),
+        ("turn", "grade_turn"),
+        ("grade", "grade"),
     ),
 }
 

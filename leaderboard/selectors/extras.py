@@ -339,6 +339,9 @@ def report_costs_get(
         COST_COLUMNS,
     )
     costs["cost_usd"] = pd.to_numeric(costs["cost_usd"]).astype("float64")
+    graded = _grade_costs(study=study, filters=filters, run_ids=run_ids)
+    if graded:
+        costs["cost_usd"] += costs["run_id"].map(graded).fillna(0.0)
     paid = (
         PayEntry.objects.filter(
             study=study, kind=PayEntry.Kind.JUDGMENT, judgment__in=judgments.values("pk")
@@ -347,6 +350,25 @@ def report_costs_get(
         .aggregate(cents=Sum("amount_cents"), judgments=Count("judgment_id", distinct=True))
     )
     return costs, PeoplePay(int(paid["cents"] or 0), int(paid["judgments"] or 0))
+
+
+def _grade_costs(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> dict[int, float]:
+    """Per single-answer grading run, the cost of its grade calls on the filtered pairs' answers
+    (its pair calls are derived from them and cost nothing); one grouped read of those calls."""
+    pairs = Pair.objects.filter(pair_q(filters), study=study)
+    on_answers = Q(answer_id__in=pairs.values("answer_a_id")) | Q(
+        answer_id__in=pairs.values("answer_b_id")
+    )
+    if filters.turn is not None:
+        on_answers &= Q(turn=filters.turn)
+    rows = (
+        JudgeCall.objects.filter(on_answers, run_id__in=run_ids, answer__isnull=False)
+        .values("run_id")
+        .annotate(cost=Sum("cost_usd"))
+        .order_by("run_id")
+        .values_list("run_id", "cost")
+    )
+    return {int(run_id): float(cost or 0) for run_id, cost in rows}
 
 
 def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:

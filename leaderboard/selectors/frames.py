@@ -143,8 +143,11 @@ def not_contrast_item(prefix: str = "") -> Q:
 
 def pair_q(filters: VoteFilters, prefix: str = "") -> Q:
     """The filters as a condition on pairs, or on rows that point at a pair through `prefix`;
-    contrast items are never among them."""
+    contrast items are never among them, nor rows that point at no pair (a single-answer grading
+    judge's grade calls, judges.services.grading)."""
     q = not_contrast_item(prefix)
+    if prefix:
+        q &= Q(**{f"{prefix.removesuffix('__')}__isnull": False})
     if filters.category is not None:
         q &= Q(**{f"{prefix}prompt__category": filters.category})
     if filters.turn is not None:

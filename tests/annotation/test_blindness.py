@@ -1,4 +1,5 @@
-"""Blindness: nothing an annotator can fetch names a system, or shows other workers' answers."""
+"""Blindness: nothing an annotator can fetch names a system, shows other workers' answers, or
+shows a prompt's reference answer (it is for reference-guided judges only)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.contrib.staticfiles import finders
 from django.core.cache import cache
 from django.test import Client
 
-from annotation.models import Study, System, Worker
+from annotation.models import Prompt, Study, System, Worker
 from tests.annotation.work_helpers import enter_and_consent, make_pairs, prolific_url
 from tests.conftest import Cast
 
@@ -22,6 +23,7 @@ SYSTEM_NAMES = ("Zyzzyva-Quokka-9000", "ünïcødé-Ωmega-bot", "<b>tagged-mode
 VERSION = "rev-SECRET-4471"
 Response = Any  # what the test client returns
 OTHER_REASON = "kumquat-reasoning-from-another-worker"
+REFERENCE = "reference-answer-for-judges-only-7731"
 
 
 @pytest.fixture(autouse=True)
@@ -45,13 +47,19 @@ def study(cast: Cast) -> Study:
     make_pairs(study, 3, gold=2, systems=SYSTEM_NAMES[:2])
     System.objects.filter(study=study).update(version=VERSION)
     System.objects.create(study=study, name=SYSTEM_NAMES[2], version=VERSION)
+    # Every prompt has a reference answer, and the study names every category as one that
+    # judges see with it: still no worker's page may show it.
+    prompts = Prompt.objects.filter(study=study)
+    prompts.update(reference_turns=[REFERENCE], reference_source="imported")
+    study.reference_categories = sorted(set(prompts.values_list("category", flat=True)))
+    study.save()
     return study
 
 
 def secrets_in(text: str) -> list[str]:
     found = []
     lowered = text.lower()
-    for secret in (*SYSTEM_NAMES, VERSION, OTHER_REASON):
+    for secret in (*SYSTEM_NAMES, VERSION, OTHER_REASON, REFERENCE):
         for form in {secret, html.escape(secret), html.escape(secret, quote=False)}:
             if form.lower() in lowered:
                 found.append(secret)

@@ -757,3 +757,54 @@ def test_a_50_mb_file_with_one_bad_line_near_the_end_writes_nothing(
 
     assert [(p.line, p.field) for p in caught.value.problems] == [(19_990, "")]
     assert model_counts() == before
+
+
+def _reference_file(tmp_path: Path, reference: Any, turns: list[str] | None = None) -> Path:
+    """One math prompt with atlas-large's answer, and the reference given (None: no field)."""
+    turns = turns or ["What is 6 x 7?"]
+    fields = {} if reference is None else {"reference": reference}
+    record = prompt(
+        "mt-1", answer(turns=[f"t{i}" for i in range(len(turns))]), turns=turns, **fields
+    )
+    return write_jsonl(tmp_path / "ref.jsonl", ATLAS, record)
+
+
+def test_a_prompts_reference_answer_is_imported_and_frozen(cast: Cast, tmp_path: Path) -> None:
+    study_import(study=cast.study, path_or_file=_reference_file(tmp_path, "42"))
+    stored = Prompt.objects.get(study=cast.study, external_id="mt-1")
+    assert (stored.reference_turns, stored.reference_source) == (["42"], "imported")
+    # The same file again, or one without a reference, keeps it.
+    study_import(study=cast.study, path_or_file=_reference_file(tmp_path, "42"))
+    study_import(study=cast.study, path_or_file=_reference_file(tmp_path, None))
+    stored.refresh_from_db()
+    assert stored.reference_turns == ["42"]
+    # Another reference is refused, and nothing is written.
+    with pytest.raises(StudyImportError, match="frozen once set"):
+        study_import(study=cast.study, path_or_file=_reference_file(tmp_path, "41"))
+    stored.refresh_from_db()
+    assert stored.reference_turns == ["42"]
+
+
+def test_a_reference_is_added_to_a_prompt_that_had_none(cast: Cast, tmp_path: Path) -> None:
+    study_import(study=cast.study, path_or_file=_reference_file(tmp_path, None))
+    assert Prompt.objects.get(external_id="mt-1").reference_turns is None
+    study_import(study=cast.study, path_or_file=_reference_file(tmp_path, ["42"]))
+    assert Prompt.objects.get(external_id="mt-1").reference_turns == ["42"]
+
+
+@pytest.mark.parametrize(
+    ("reference", "turns", "message"),
+    [
+        ("one text", ["Turn one?", "Turn two?"], "give a list of 2 texts"),
+        (["only one"], ["Turn one?", "Turn two?"], "has 1 turn(s) but the prompt has 2"),
+        (["  "], None, "must not be empty"),
+        (42, None, "expected a string or a list of strings"),
+    ],
+)
+def test_a_malformed_reference_is_named_with_its_line(
+    cast: Cast, tmp_path: Path, reference: Any, turns: list[str] | None, message: str
+) -> None:
+    with pytest.raises(StudyImportError) as raised:
+        study_import(study=cast.study, path_or_file=_reference_file(tmp_path, reference, turns))
+    assert message in str(raised.value) and "reference" in str(raised.value)
+    assert not Prompt.objects.filter(external_id="mt-1").exists()

@@ -51,6 +51,7 @@ def make_llm_judge(
     order_policy: str = Judge.OrderPolicy.BOTH,
     price_in: str = "10",
     price_out: str = "30",
+    reference_guided: bool = False,
 ) -> Judge:
     return judge_create(
         name=name,
@@ -64,6 +65,7 @@ def make_llm_judge(
         requests_per_minute=rpm,
         tokens_per_minute=tpm,
         order_policy=order_policy,
+        reference_guided=reference_guided,
     )
 
 

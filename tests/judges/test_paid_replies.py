@@ -82,6 +82,7 @@ def test_every_attempts_error_stays_on_the_call_and_its_page_after_it_is_done(
     make_marked_pairs(cast.study, 1)
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
     call = run.calls.get(order="ab")
+    assert call.pair is not None
     fake.inject(Fault("500", key=f"{call.pair.prompt.external_id}:ab"))
     fake.inject(Fault("429", key=f"{call.pair.prompt.external_id}:ab", retry_after=1))
     for _ in range(2):
@@ -148,6 +149,7 @@ def test_a_reply_whose_database_write_outlived_the_lease_is_recorded_from_the_jo
     make_marked_pairs(cast.study, 1)
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
     call = run.calls.get(order="ab")
+    assert call.pair is not None
     key = f"{call.pair.prompt.external_id}:ab"
     with database_refusing_connections() as refuse:
         # While the request is with the API, the database goes away for longer than the lease.

@@ -9,14 +9,21 @@ from judges.llm.parsing import likert_parse
 from judges.llm.prompts import TEMPLATES, question_render, template_render
 
 
-def test_five_templates_ship_one_per_output_format_kind():
-    assert set(TEMPLATES) == {"likert", "likert_no_position", "two_scores", "verdict", "values"}
+def test_six_templates_ship_one_per_output_format_kind():
+    assert set(TEMPLATES) == {
+        "likert",
+        "likert_no_position",
+        "two_scores",
+        "verdict",
+        "values",
+        "grade",
+    }
     assert "Do not favour a reply because it comes first" in TEMPLATES["likert_no_position"].text
     assert "Do not favour" not in TEMPLATES["likert"].text
 
 
-@pytest.mark.parametrize("name", sorted(TEMPLATES))
-def test_every_template_shows_the_question_and_both_answers(name):
+@pytest.mark.parametrize("name", sorted(set(TEMPLATES) - {"grade"}))
+def test_every_pairwise_template_shows_the_question_and_both_answers(name):
     text = template_render(
         TEMPLATES[name].text, question="Q-TEXT", answer_first="FIRST-TEXT", answer_second="SEC"
     )
@@ -59,3 +66,19 @@ def test_longer_baseline_prefers_the_longer_answer_in_the_order_shown():
         likert_parse(baselines.longer_reply(first="short", second="long answer")).likert_shown == 7
     )
     assert likert_parse(baselines.longer_reply(first="same", second="same")).likert_shown == 4
+
+
+def test_the_grading_template_shows_the_question_and_its_one_answer():
+    text = template_render(TEMPLATES["grade"].text, question="Q-TEXT", answer="THE-ANSWER")
+    assert "Q-TEXT" in text and "THE-ANSWER" in text
+    assert "{answer}" not in text and "Reference" not in text and "{reference}" not in text
+
+
+@pytest.mark.parametrize("name", ["grade", "likert"])
+def test_a_reference_variant_shows_the_reference_where_the_plain_one_does_not(name):
+    reference = TEMPLATES[name].reference_text
+    assert "{reference}" in reference and "{reference}" not in TEMPLATES[name].text
+    text = template_render(
+        reference, question="q", answer="a", answer_first="f", answer_second="s", reference="REF"
+    )
+    assert "Reference answer:\n<<<\nREF\n>>>" in text

@@ -64,7 +64,10 @@ def test_gpt4_verdicts_become_calls_of_one_imported_run_keeping_the_original_lab
     assert judge.kind == Judge.Kind.IMPORTED
     run = JudgeRun.objects.get(judge=judge)
     assert run.status == JudgeRun.Status.IMPORTED
-    calls = {c.pair.turn: c for c in JudgeCall.objects.filter(run=run).order_by("pk")}
+    calls = {
+        turn: JudgeCall.objects.get(run=run, pair__turn=turn)
+        for turn in JudgeCall.objects.filter(run=run).values_list("pair__turn", flat=True)
+    }
     assert calls[1].verdict_label == "tie (inconsistent)" and calls[1].preference == "tie"
     # Turn 2 lists gpt-4 first and says model_b (alpaca) won: canonical A.
     assert calls[2].verdict_label == "model_b" and calls[2].preference == "A"

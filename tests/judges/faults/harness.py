@@ -240,7 +240,11 @@ def measure(scenario: str, runs: list[JudgeRun], fake: FakeOpenAI, started: floa
     records = fake.snapshot()
     generated = Counter(record.key for record in records if record.generated)
     calls = list(JudgeCall.objects.filter(run__in=runs).select_related("pair__prompt"))
-    keys = {call.pk: f"{call.pair.prompt.external_id}:{call.order}" for call in calls}
+    keys = {
+        call.pk: f"{call.pair.prompt.external_id}:{call.order}"
+        for call in calls
+        if call.pair is not None
+    }
     statuses = Counter(call.status for call in calls)
     expected = sum(run.pairs.count() * 2 for run in runs)
     duplicated = sum(

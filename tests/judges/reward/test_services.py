@@ -185,12 +185,11 @@ def test_a_pl_run_scores_each_answer_once_and_derives_one_call_per_pair(
     for call in calls:
         assert call.order == JudgeCall.Order.A_FIRST and call.status == JudgeCall.Status.DONE
         assert call.request["temperature"] == temperature
-        p = probability_b(scores[call.pair.answer_a_id], scores[call.pair.answer_b_id], temperature)
+        pair = call.pair
+        assert pair is not None
+        p = probability_b(scores[pair.answer_a_id], scores[pair.answer_b_id], temperature)
         assert call.likert == call.likert_shown == likert_from_probability(p)
-        assert (call.score_a, call.score_b) == (
-            scores[call.pair.answer_a_id],
-            scores[call.pair.answer_b_id],
-        )
+        assert (call.score_a, call.score_b) == (scores[pair.answer_a_id], scores[pair.answer_b_id])
     # A later run of the same model reuses the scores: the model is not even loaded.
     monkeypatch.setattr(artifacts, "artifact_load", _must_not_load)
     subset = Pair.objects.filter(prompt__external_id="q0")
