@@ -342,6 +342,9 @@ class Prompt(models.Model):
     reference_source = models.CharField(
         max_length=120,
         blank=True,
+        # A database default too, so that rows written by plain SQL (bulk loaders, the
+        # fingerprint test's filler, benchmarks) need not name it.
+        db_default="",
         help_text='Where the reference came from: "imported", or "judge:<name>" for one a '
         "reference judge wrote.",
     )
