@@ -31,7 +31,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 
 class ReportPayloadError(ValueError):

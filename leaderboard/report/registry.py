@@ -20,6 +20,7 @@ from leaderboard.report import (
     per_category,
     position_bias,
     rationale,
+    single_grades,
     style_control,
     win_rates,
 )
@@ -38,6 +39,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     gold_order.SECTION,
     advisorqa.SECTION,
     win_rates.SECTION,
+    single_grades.SECTION,
     consistency.SECTION,
     label_budget.SECTION,
     agreement_cost.SECTION,

@@ -56,6 +56,7 @@ STYLE_PATTERNS: dict[str, tuple[str, str]] = {
 STYLE_COLUMNS = ["pair_id", *(f"{name}_{side}" for side in "ab" for name in STYLE_PATTERNS)]
 _CODE_BLOCK = r"```[^`]*```"
 COST_COLUMNS = ["run_id", "cost_usd", "pairs"]
+GRADE_COLUMNS = ["run_id", "answer_id", "turn", "grade", "prompt_id", "category", "system"]
 
 
 class TurnStyleCount(TurnLength):
@@ -116,6 +117,8 @@ class ReportExtras:
     # (COST_COLUMNS); the people's judgment pay (PeoplePay).
     costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
     pay: PeoplePay | None = None
+    # A single-answer grading judge's grades of the selected pairs' answers (GRADE_COLUMNS).
+    grades: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GRADE_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -322,6 +325,7 @@ class ExtraRows:
     )
     costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
     pay: PeoplePay | None = None
+    grades: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GRADE_COLUMNS))
 
 
 def report_costs_get(
@@ -352,23 +356,55 @@ def report_costs_get(
     return costs, PeoplePay(int(paid["cents"] or 0), int(paid["judgments"] or 0))
 
 
-def _grade_costs(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> dict[int, float]:
-    """Per single-answer grading run, the cost of its grade calls on the filtered pairs' answers
-    (its pair calls are derived from them and cost nothing); one grouped read of those calls."""
+def _on_pair_answers(*, study: Study, filters: VoteFilters) -> Q:
+    """Grade calls (judges.services.grading) of the answers of the filtered pairs, at the
+    report's turn when it names one."""
     pairs = Pair.objects.filter(pair_q(filters), study=study)
     on_answers = Q(answer_id__in=pairs.values("answer_a_id")) | Q(
         answer_id__in=pairs.values("answer_b_id")
     )
     if filters.turn is not None:
         on_answers &= Q(turn=filters.turn)
+    return on_answers & Q(answer__isnull=False)
+
+
+def _grade_costs(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> dict[int, float]:
+    """Per single-answer grading run, the cost of its grade calls on the filtered pairs' answers
+    (its pair calls are derived from them and cost nothing); one grouped read of those calls."""
     rows = (
-        JudgeCall.objects.filter(on_answers, run_id__in=run_ids, answer__isnull=False)
+        JudgeCall.objects.filter(_on_pair_answers(study=study, filters=filters), run_id__in=run_ids)
         .values("run_id")
         .annotate(cost=Sum("cost_usd"))
         .order_by("run_id")
         .values_list("run_id", "cost")
     )
     return {int(run_id): float(cost or 0) for run_id, cost in rows}
+
+
+def report_grades_get(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
+    """The report's runs' recorded grades of the filtered pairs' answers (GRADE_COLUMNS: the
+    grade call's run, answer, turn and grade, the answer's prompt, category and system name)."""
+    frame = _records(
+        JudgeCall.objects.filter(
+            _on_pair_answers(study=study, filters=filters),
+            run_id__in=run_ids,
+            status=JudgeCall.Status.DONE,
+            grade__isnull=False,
+        )
+        .order_by("run_id", "answer_id", "turn")
+        .values_list(
+            "run_id",
+            "answer_id",
+            "turn",
+            "grade",
+            "answer__prompt_id",
+            "answer__prompt__category",
+            "answer__system__name",
+        ),
+        GRADE_COLUMNS,
+    )
+    frame["grade"] = pd.to_numeric(frame["grade"]).astype("float64")
+    return frame
 
 
 def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
@@ -438,6 +474,7 @@ def report_extra_rows_get(
         ratings=ratings_frame(read),
         costs=costs,
         pay=pay,
+        grades=report_grades_get(study=study, filters=filters, run_ids=run_ids),
     )
 
 
@@ -486,4 +523,5 @@ def report_extras_get(
         styles=styles,
         costs=rows.costs,
         pay=rows.pay,
+        grades=rows.grades,
     )

@@ -81,6 +81,9 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
     # Likewise the style counts, present whenever the answers have text.
     if len(extras.styles):
         frame_hash_update(digest, "styles", extras.styles)
+    # And a grading judge's grades (judges.services.grading), when there are any.
+    if len(extras.grades):
+        frame_hash_update(digest, "grades", extras.grades)
     # And what the selection cost, when anything was paid.
     paid = extras.pay is not None and extras.pay.cents > 0
     if paid or (len(extras.costs) and bool((extras.costs["cost_usd"] > 0).any())):
