@@ -162,13 +162,20 @@ def _retry_after(response: Any) -> float | None:
     return max(0.0, parsed.timestamp() - time.time())
 
 
-def error_classify(exc: Exception) -> JudgeCallError:
-    """Sort an exception from the openai package into transient or permanent."""
+def error_classify(exc: Exception, *, late: float | None = None) -> JudgeCallError:
+    """Sort an exception from the openai package into transient or permanent.
+
+    `late` is how long after the request's deadline the worker came back to it
+    (_DeadlineBackend.lateness). It is a scheduler's tick on a machine with CPU to spare; seconds
+    mean the worker's thread was kept from running (a loaded machine, a paused process), and the
+    timeout message says so, since no deadline can end a request while its thread does not run.
+    """
     # A request that never connected cannot have been paid; any other lost reply may have been.
     never_sent = isinstance(exc.__cause__, httpx2.ConnectError | httpx2.ConnectTimeout)
     if isinstance(exc, openai.APITimeoutError):
+        detail = "" if late is None else f"; the worker came back to it {late:.2f} s after it"
         return JudgeCallError(
-            "timeout: the API did not answer within the request's deadline",
+            f"timeout: the API did not answer within the request's deadline{detail}",
             transient=True,
             maybe_paid=not never_sent,
         )
@@ -215,9 +222,15 @@ class _DeadlineStream(httpcore2.NetworkStream):
     paid for again. Only a read that finds nothing waiting past the deadline times out.
     """
 
-    def __init__(self, stream: httpcore2.NetworkStream, deadline: float):
+    def __init__(
+        self,
+        stream: httpcore2.NetworkStream,
+        deadline: float,
+        backend: _DeadlineBackend | None = None,
+    ):
         self._stream = stream
         self._deadline = deadline
+        self._backend = backend
         self._late_since: float | None = None
 
     def _left(self, timeout: float | None, error: type[Exception]) -> float:
@@ -234,6 +247,8 @@ class _DeadlineStream(httpcore2.NetworkStream):
             return self._stream.read(max_bytes, wait)
         if self._late_since is None:
             self._late_since = now
+            if self._backend is not None and self._backend.late_since is None:
+                self._backend.late_since = now
         if now - self._late_since > LATE_DRAIN_SECONDS:
             raise httpcore2.ReadTimeout("the request's total deadline passed")
         # What the kernel already received comes back at once; an empty socket times out.
@@ -254,7 +269,9 @@ class _DeadlineStream(httpcore2.NetworkStream):
     ) -> httpcore2.NetworkStream:
         left = self._left(timeout, httpcore2.ConnectTimeout)
         return _DeadlineStream(
-            self._stream.start_tls(ssl_context, server_hostname, left), self._deadline
+            self._stream.start_tls(ssl_context, server_hostname, left),
+            self._deadline,
+            self._backend,
         )
 
     def get_extra_info(self, info: str) -> Any:
@@ -267,6 +284,16 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
     def __init__(self, deadline: float):
         self._backend = httpcore2.SyncBackend()
         self.deadline = deadline
+        # When a read first ran past the deadline (None while none has): how late the worker's
+        # thread came back to its socket, which the timeout message reports.
+        self.late_since: float | None = None
+
+    def lateness(self) -> float:
+        """Seconds after the deadline that the worker came back to its request: when its
+        first late read ran, or now if none did (a wait that ran out, then the thread waited
+        for the CPU). A drain of bytes already received is not counted."""
+        came_back = time.monotonic() if self.late_since is None else self.late_since
+        return max(0.0, came_back - self.deadline)
 
     def _left(self, timeout: float | None) -> float:
         left = self.deadline - time.monotonic()
@@ -285,13 +312,13 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
         stream = self._backend.connect_tcp(
             host, port, self._left(timeout), local_address, socket_options
         )
-        return _DeadlineStream(stream, self.deadline)
+        return _DeadlineStream(stream, self.deadline, self)
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
     ) -> httpcore2.NetworkStream:
         stream = self._backend.connect_unix_socket(path, self._left(timeout), socket_options)
-        return _DeadlineStream(stream, self.deadline)
+        return _DeadlineStream(stream, self.deadline, self)
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
@@ -372,6 +399,7 @@ def chat_complete(
     """
     prepared = prepared or chat_client(base_url=base_url, api_key=api_key, timeout=timeout)
     prepared.backend.deadline = time.monotonic() + prepared.timeout
+    prepared.backend.late_since = None
     client = prepared.client
     allowed = {"temperature", "max_tokens", "top_p", "seed", "stop", "max_completion_tokens"}
     extra = {key: value for key, value in params.items() if key in allowed}
@@ -395,7 +423,7 @@ def chat_complete(
     except JudgeCallError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure is classified, none is swallowed
-        raise error_classify(exc) from exc
+        raise error_classify(exc, late=prepared.backend.lateness()) from exc
     latency_ms = int((time.monotonic() - started) * 1000)
     if isinstance(completion, str) or not getattr(completion, "choices", None):
         raise JudgeCallError("malformed response: no choices in the reply", transient=True)

@@ -101,6 +101,10 @@ class FakeOpenAI:
     cache: dict[str, bytes] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
+    # Stalls of this process (time, seconds): moments when a thread that asked for 10 ms of
+    # sleep got the CPU back much later; a reply's timing is only as good as the server's.
+    stalls: list[tuple[float, float]] = field(default_factory=list)
+    stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
     def base_url(self) -> str:
@@ -150,6 +154,23 @@ class FakeOpenAI:
                 with self.log_path.open("a") as log:
                     log.write(json.dumps(entry.__dict__) + "\n")
 
+    def stall_during(self, start: float, end: float) -> float:
+        """The longest stall of this process between `start` and `end` (time.time())."""
+        with self.lock:
+            return max(
+                (seconds for at, seconds in self.stalls if start <= at and at - seconds <= end),
+                default=0.0,
+            )
+
+    def _watch_stalls(self) -> None:
+        while not self.stopped.is_set():
+            before = time.monotonic()
+            time.sleep(0.01)
+            stall = time.monotonic() - before - 0.01
+            if stall > 0.05:
+                with self.lock:
+                    self.stalls.append((time.time(), stall))
+
     def snapshot(self) -> list[Record]:
         with self.lock:
             return list(self.records)
@@ -179,9 +200,11 @@ class FakeOpenAI:
         threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         ).start()
+        threading.Thread(target=self._watch_stalls, daemon=True).start()
         return self
 
     def stop(self) -> None:
+        self.stopped.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()

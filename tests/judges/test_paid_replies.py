@@ -3,6 +3,7 @@ attempt's error stays on the call."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -73,6 +74,40 @@ def test_a_reader_past_the_deadline_with_nothing_waiting_times_out_without_waiti
     stream.close()
     peer.close()
     listener.close()
+
+
+def test_the_lateness_of_a_request_is_when_its_thread_came_back_not_how_long_it_drained():
+    listener, _ = server_that_answers_at_once()
+    backend = _DeadlineBackend(time.monotonic() + 0.2)
+    stream = backend.connect_tcp("127.0.0.1", listener.getsockname()[1])
+    assert backend.lateness() == 0.0
+    # The thread comes back 0.3 s after the deadline, then drains for a while: it was late by
+    # the 0.3 s it could not run, not by the time it spent reading what had arrived.
+    time.sleep(0.5)
+    assert stream.read(65536) == REPLY
+    came_back = backend.lateness()
+    time.sleep(0.3)
+    assert 0.25 <= backend.lateness() == came_back < 0.5
+    stream.close()
+    listener.close()
+
+
+def test_a_timeout_says_how_late_the_worker_came_back_to_its_request(
+    cast, fake, api_key, settings
+):
+    settings.CONCORD_JUDGE_TIMEOUT_SECONDS = 0.5
+    make_marked_pairs(cast.study, 1)
+    run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
+    call = run.calls.get(order="ab")
+    fake.inject(Fault("slow", key=f"{call.pair.prompt.external_id}:ab", seconds=3.0))
+    assert judge_call_execute(call_id=call.pk).status == "pending"
+    call.refresh_from_db()
+    (entry,) = call.attempt_errors
+    # A thread with CPU to spare comes back within a scheduler's tick of the deadline.
+    found = re.search(r"the worker came back to it ([0-9.]+) s after it", entry["error"])
+    assert found is not None, entry["error"]
+    assert entry["error"].startswith("attempt 1: timeout")
+    assert float(found.group(1)) < 0.2
 
 
 def test_every_attempts_error_stays_on_the_call_and_its_page_after_it_is_done(

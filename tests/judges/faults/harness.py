@@ -8,6 +8,7 @@ twice is generated, and paid, twice.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from django.db.models import Count, Sum
 
 from judges.llm.client import LATE_DRAIN_SECONDS
 from judges.models import JudgeCall, JudgeRun
+from judges.services.calls import call_idempotency_key
 from tests.judges.fake_openai import FakeOpenAI, Record
 from tests.judges.integration import (
     ROOT,
@@ -181,6 +183,7 @@ class Counts:
     overlong: int
     run_status: str
     seconds: float
+    overlong_found: tuple[str, ...] = ()
 
     HEADER = (
         "scenario",
@@ -266,9 +269,7 @@ def measure(scenario: str, runs: list[JudgeRun], fake: FakeOpenAI, started: floa
     ledger_unmatched = sum(
         max(0, generated[keys[call.pk]] - 1 - call.unrecorded_requests) for call in calls
     )
-    overlong = sum(
-        1 for record in records if record.at - record.started > DEADLINE + DEADLINE_SLACK
-    )
+    overlong_found = tuple(overlong_requests(records, calls, fake))
     statuses_runs = {run_status(run) for run in runs}
     return Counts(
         scenario=scenario,
@@ -284,10 +285,48 @@ def measure(scenario: str, runs: list[JudgeRun], fake: FakeOpenAI, started: floa
         ledger=ledger or 0,
         ledger_unmatched=ledger_unmatched,
         early=_early(records),
-        overlong=overlong,
+        overlong=len(overlong_found),
+        overlong_found=overlong_found,
         run_status="/".join(sorted(statuses_runs)),
         seconds=time.monotonic() - started,
     )
+
+
+CAME_BACK = re.compile(r"the worker came back to it ([0-9.]+) s after it")
+
+
+def overlong_requests(records: list[Record], calls: list[JudgeCall], fake: FakeOpenAI) -> list[str]:
+    """The requests that outlived their deadline by more than their client and server were
+    kept from running, each described.
+
+    No deadline can end a request while the worker's thread does not run, nor can the server
+    see it end while its own threads wait for the CPU: on a loaded two-core machine either can
+    stall for most of a second. So a request's allowance is the deadline and its slack, plus
+    how late its worker's thread came back to it (the timeout message says so, from
+    judges/llm/client.py; a late drain of bytes already received is not in that figure, the
+    slack bounds it) and the longest stall of the server's process meanwhile
+    (FakeOpenAI.stall_during). What is left is the client's enforcement of the deadline, which
+    is what this count checks.
+    """
+    late: dict[str, float] = {}
+    for call in calls:
+        given_up = [
+            float(found.group(1))
+            for entry in call.attempt_errors
+            if (found := CAME_BACK.search(str(entry.get("error", ""))))
+        ]
+        late[call_idempotency_key(call_id=call.pk)] = max(given_up, default=0.0)
+    overlong = []
+    for record in records:
+        took = record.at - record.started
+        client = late.get(record.call, 0.0)
+        server = fake.stall_during(record.started, record.at)
+        if took > DEADLINE + DEADLINE_SLACK + client + server:
+            overlong.append(
+                f"{record.key} ({record.call}): {took:.2f} s at the server, the worker came back "
+                f"{client:.2f} s late, the server stalled {server:.2f} s"
+            )
+    return overlong
 
 
 RESULTS: list[Counts] = []

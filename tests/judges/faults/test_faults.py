@@ -60,7 +60,9 @@ def check(name: str, runs, fake, started: float, *, may_pay_twice: bool = False)
     assert counts.duplicated == 0
     assert all(run_status(run) in TERMINAL for run in runs)
     assert counts.early == 0, "a request came before its Retry-After time"
-    assert counts.overlong == 0, "a request outlived its deadline"
+    assert counts.overlong == 0, "requests outlived their deadline: " + "; ".join(
+        counts.overlong_found
+    )
     assert counts.ledger_unmatched == 0, "a reply was paid twice without the ledger saying so"
     if not may_pay_twice:
         assert counts.paid_twice == 0 and counts.ledger == 0
