@@ -92,9 +92,7 @@ def test_the_lateness_of_a_request_is_when_its_thread_came_back_not_how_long_it_
     listener.close()
 
 
-def test_a_timeout_says_how_late_the_worker_came_back_to_its_request(
-    cast, fake, api_key, settings
-):
+def test_a_timeout_says_how_late_the_worker_came_back_to_its_request(cast, fake, api_key, settings):
     settings.CONCORD_JUDGE_TIMEOUT_SECONDS = 0.5
     make_marked_pairs(cast.study, 1)
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
