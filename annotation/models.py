@@ -193,6 +193,12 @@ class Study(models.Model):
         "While Prolific cannot answer, up to this many are let in unverified (marked, and "
         "checked later); 0 refuses everyone until Prolific answers.",
     )
+    prolific_reconciled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the submissions' statuses were last read from Prolific.",
+    )
     entry_link_required = models.BooleanField(
         "require a signed entry link",
         default=False,
@@ -684,6 +690,16 @@ class Worker(models.Model):
         blank=True,
         help_text="Whether Prolific confirmed this SESSION_ID as a submission of the study for "
         "this PROLIFIC_PID.",
+    )
+    prolific_status = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="The participant's submission status on Prolific (ACTIVE, AWAITING REVIEW, "
+        "APPROVED, REJECTED, RETURNED, TIMED-OUT...) at the last read; empty: never read.",
+    )
+    prolific_status_at = models.DateTimeField(null=True, blank=True)
+    prolific_return_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When Concord asked Prolific to ask them to return it."
     )
     session_key = models.CharField(
         max_length=40, blank=True, help_text="The server-side session this worker is bound to."

@@ -1,7 +1,8 @@
 """A small client of Prolific's API for Data Collectors (docs.prolific.com): httpx, deadlines,
 the deployment's base URL (PROLIFIC_API_BASE) on an allow-list of hosts.
 
-Only what Concord uses: a study, its submissions, one submission. Errors fall in three kinds a
+Only what Concord uses: a study, its submissions, one submission, their transitions (approve,
+reject, bulk approve, request a return) and bonus payments. Errors fall in three kinds a
 caller can act on: the token was refused (401/403: ask the researcher for a new one), the thing
 asked for does not exist (404), or Prolific could not answer (timeouts, refused connections,
 429, 5xx: degrade, try later). The token goes in the Authorization header and nowhere else: no
@@ -60,6 +61,53 @@ class ProlificSubmission:
     status: str
 
 
+# Prolific's rejection categories (the transition endpoint's `rejection_category`), with the
+# words its own review page uses for them.
+REJECTION_CATEGORIES: dict[str, str] = {
+    "TOO_QUICKLY": "Completed too quickly",
+    "TOO_SLOWLY": "Completed too slowly",
+    "FAILED_INSTRUCTIONS": "Did not follow the instructions",
+    "INCOMP_LONGITUDINAL": "Did not complete a longitudinal study",
+    "FAILED_CHECK": "Failed attention or gold checks",
+    "LOW_EFFORT": "Low effort",
+    "MALINGERING": "Malingering",
+    "NO_CODE": "No completion code",
+    "BAD_CODE": "Wrong completion code",
+    "NO_DATA": "No data",
+    "UNSUPP_DEVICE": "Unsupported device",
+    "OTHER": "Other",
+}
+# Prolific refuses a rejection whose message to the participant is shorter than this.
+REJECTION_MESSAGE_MIN = 100
+# The reasons Prolific's own page offers when asking a participant to return a submission
+# (the request-return endpoint takes free text; these are its words).
+RETURN_REASONS: tuple[str, ...] = (
+    "Didn't finish the study",
+    "Encountered technical problems",
+    "Withdrew consent",
+)
+# Prolific's documented advice: at most 1,000 submissions per bulk-approve request.
+BULK_APPROVE_MAX = 1000
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """Prolific's own words for a refusal ({"error": {"detail": ...}}), short and on one line."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    detail: Any = error.get("detail") if isinstance(error, dict) else None
+    if isinstance(detail, dict):
+        detail = "; ".join(
+            f"{key}: {' '.join(map(str, value)) if isinstance(value, list) else value}"
+            for key, value in detail.items()
+        )
+    elif isinstance(detail, list):
+        detail = " ".join(map(str, detail))
+    return " ".join(str(detail or "").split())[:300]
+
+
 def api_base() -> str:
     """The configured base URL, checked against the allow-list (host, host:port or host:*)."""
     base = settings.PROLIFIC_API_BASE.rstrip("/")
@@ -75,6 +123,17 @@ def api_base() -> str:
     if parts.scheme == "http" and host not in ("127.0.0.1", "localhost"):
         raise ProlificNotAllowed("PROLIFIC_API_BASE must use https.")
     return base
+
+
+def _submission(body: Any) -> ProlificSubmission:
+    """A submission from "Retrieve a submission" or a transition's reply."""
+    body = body if isinstance(body, dict) else {}
+    return ProlificSubmission(
+        id=str(body.get("id", "")),
+        study_id=str(body.get("study_id", "")),
+        participant_id=str(body.get("participant") or body.get("participant_id") or ""),
+        status=str(body.get("status", "")),
+    )
 
 
 class ProlificClient:
@@ -114,7 +173,11 @@ class ProlificClient:
                 f"Prolific answered {status}; try again later.", status=status
             )
         if status >= 300:
-            raise ProlificError(f"Prolific refused the request ({status}).", status=status)
+            detail = _error_detail(response)
+            raise ProlificError(
+                f"Prolific refused the request ({status}){': ' + detail if detail else ''}.",
+                status=status,
+            )
         try:
             return response.json()
         except ValueError as exc:
@@ -133,12 +196,39 @@ class ProlificClient:
 
     def submission_get(self, submission_id: str) -> ProlificSubmission:
         """GET /api/v1/submissions/{id}/ (the id is the participant's SESSION_ID)."""
-        body = self._call("GET", f"/api/v1/submissions/{submission_id}/")
-        return ProlificSubmission(
-            id=str(body.get("id", "")),
-            study_id=str(body.get("study_id", "")),
-            participant_id=str(body.get("participant") or body.get("participant_id") or ""),
-            status=str(body.get("status", "")),
+        return _submission(self._call("GET", f"/api/v1/submissions/{submission_id}/"))
+
+    def submission_transition(
+        self, submission_id: str, *, action: str, message: str = "", rejection_category: str = ""
+    ) -> ProlificSubmission:
+        """POST /api/v1/submissions/{id}/transition/: APPROVE, or REJECT with a category and a
+        message of at least 100 characters. Idempotent on Prolific's side."""
+        payload: dict[str, str] = {"action": action}
+        if action == "REJECT":
+            payload |= {"message": message, "rejection_category": rejection_category}
+        return _submission(
+            self._call("POST", f"/api/v1/submissions/{submission_id}/transition/", json=payload)
+        )
+
+    def submissions_bulk_approve(self, submission_ids: list[str]) -> None:
+        """POST /api/v1/submissions/bulk-approve/ with submission ids (Prolific's advice)."""
+        if len(submission_ids) > BULK_APPROVE_MAX:
+            raise ValueError(f"At most {BULK_APPROVE_MAX} submissions per bulk approve.")
+        self._call(
+            "POST", "/api/v1/submissions/bulk-approve/", json={"submission_ids": submission_ids}
+        )
+
+    def submission_request_return(
+        self, submission_id: str, *, reasons: list[str]
+    ) -> ProlificSubmission:
+        """POST /api/v1/submissions/{id}/request-return/: Prolific messages the participant
+        asking them to return it (a researcher cannot return a submission themselves)."""
+        return _submission(
+            self._call(
+                "POST",
+                f"/api/v1/submissions/{submission_id}/request-return/",
+                json={"request_return_reasons": reasons},
+            )
         )
 
     def submissions_list(self, study_id: str) -> list[ProlificSubmission]:

@@ -7,6 +7,7 @@ from celery import shared_task
 from annotation.services.assignments import assignments_expire
 from annotation.services.prolific import unverified_recheck_all
 from annotation.services.prolific_bonus import bonus_batch_run, bonus_batches_run
+from annotation.services.prolific_review import submissions_reconcile_all
 
 
 # Runs on the default queue (no route needed); the beat schedule in the settings starts it.
@@ -32,3 +33,9 @@ def prolific_bonus_batch_run_task(batch_id: int) -> str:
 def prolific_bonus_batches_run_task() -> int:
     """Take every bonus batch still on its way a step further (safe to run twice)."""
     return bonus_batches_run()
+
+
+@shared_task(name="annotation.prolific_submissions_reconcile", acks_late=True)
+def prolific_submissions_reconcile_task() -> int:
+    """Read Prolific's submission statuses of every connected study (safe to run twice)."""
+    return submissions_reconcile_all()

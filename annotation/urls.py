@@ -48,6 +48,16 @@ urlpatterns = [
     ),
     path("<slug:slug>/workers/bonus-batch/", quality.BonusBatchView.as_view(), name="bonus_batch"),
     path(
+        "<slug:slug>/workers/prolific-review/",
+        quality.ProlificReviewView.as_view(),
+        name="prolific_review",
+    ),
+    path(
+        "<slug:slug>/workers/prolific-reconcile/",
+        quality.ProlificReconcileView.as_view(),
+        name="prolific_reconcile",
+    ),
+    path(
         "<slug:slug>/workers/bonus-batch/<int:batch_id>/settle/",
         quality.BonusBatchSettleView.as_view(),
         name="bonus_batch_settle",

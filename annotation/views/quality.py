@@ -11,6 +11,7 @@ from django.views import View
 
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import ProlificBonusBatch, Worker
+from annotation.prolific import REJECTION_CATEGORIES, RETURN_REASONS, ProlificError
 from annotation.selectors.bonus import study_bonus_lines, study_reward_cents
 from annotation.selectors.quality import (
     study_pay_summary,
@@ -24,6 +25,13 @@ from annotation.services.prolific_bonus import (
     bonus_batch_create,
     bonus_batch_queue,
     bonus_batch_settle,
+)
+from annotation.services.prolific_review import (
+    ReviewOutcome,
+    submissions_approve,
+    submissions_reconcile,
+    submissions_reject,
+    submissions_return_request,
 )
 from annotation.services.workers import worker_block_set, worker_exclude, worker_return
 from core import csvsafe
@@ -42,6 +50,8 @@ class WorkerQualityView(ResearcherRequiredMixin, View):
                 "bonus_lines": study_bonus_lines(study=study),
                 "reward_cents": study_reward_cents(study=study),
                 "bonus_batches": ProlificBonusBatch.objects.filter(study=study)[:20],
+                "rejection_categories": REJECTION_CATEGORIES.items(),
+                "return_reasons": RETURN_REASONS,
             },
         )
 
@@ -170,4 +180,72 @@ class BonusBatchSettleView(ResearcherRequiredMixin, View):
         if batch is None:
             raise Http404("No such bonus batch.")
         bonus_batch_settle(batch=batch, paid=request.POST.get("paid") == "yes")
+        return redirect("annotation:worker_quality", slug=study.slug)
+
+
+def _worker_ids(request: HttpRequest) -> list[int]:
+    return [int(v) for v in request.POST.getlist("worker") if v.isdigit()]
+
+
+def _report(request: HttpRequest, outcome: ReviewOutcome, done: str, entries: str) -> None:
+    if outcome.done:
+        messages.success(
+            request,
+            f"{len(outcome.done)} {done}: {', '.join(outcome.done)}"
+            + (f" ({outcome.entries} pending pay entries {entries} here)." if entries else "."),
+        )
+    for label, why in outcome.failed:
+        messages.error(request, f"{label}: not changed. {why}")
+
+
+class ProlificReviewView(ResearcherRequiredMixin, View):
+    """POST: approve, reject or ask to return the ticked participants' submissions on Prolific."""
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        action = request.POST.get("action", "")
+        ids = _worker_ids(request)
+        try:
+            if action == "approve":
+                outcome = submissions_approve(study=study, worker_ids=ids, user=request.user)
+                _report(request, outcome, "approved on Prolific", "approved")
+            elif action == "reject":
+                outcome = submissions_reject(
+                    study=study,
+                    worker_ids=ids,
+                    category=request.POST.get("rejection_category", ""),
+                    message=request.POST.get("message", ""),
+                    user=request.user,
+                )
+                _report(request, outcome, "rejected on Prolific", "rejected")
+            elif action == "return":
+                reasons = request.POST.getlist("return_reason")
+                reasons.append(request.POST.get("return_other", ""))
+                outcome = submissions_return_request(study=study, worker_ids=ids, reasons=reasons)
+                _report(request, outcome, "asked by Prolific to return their submission", "")
+            else:
+                messages.error(request, f"Unknown action {action!r}.")
+        except (AnnotationError, ProlificError) as exc:
+            messages.error(request, exc.message)
+        return redirect("annotation:worker_quality", slug=study.slug)
+
+
+class ProlificReconcileView(ResearcherRequiredMixin, View):
+    """POST: read every submission's status from Prolific now and bring Concord in line."""
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        try:
+            done = submissions_reconcile(study=study)
+        except (AnnotationError, ProlificError) as exc:
+            messages.error(request, f"Prolific's statuses were not read: {exc.message}")
+        else:
+            messages.success(
+                request,
+                f"Read {done.read} submissions from Prolific: {done.changed} changed status, "
+                f"{done.returned} returned here, {done.approved_entries} pending entries "
+                f"approved and {done.rejected_entries} rejected as on Prolific"
+                + (f"; {done.not_here} never entered Concord" if done.not_here else "")
+                + ".",
+            )
         return redirect("annotation:worker_quality", slug=study.slug)

@@ -332,6 +332,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
+    # Prolific's submission statuses read into Concord (decisions taken on Prolific's site).
+    "annotation-prolific-submissions-reconcile": {
+        "task": "annotation.prolific_submissions_reconcile",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
+    },
     "annotation-prolific-unverified-recheck": {
         "task": "annotation.prolific_unverified_recheck",
         "schedule": 300.0,

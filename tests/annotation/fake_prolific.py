@@ -8,6 +8,9 @@ It speaks the endpoints Concord uses, with the paths, bodies and statuses of doc
 - POST /api/v1/submissions/{id}/transition/       {"action": "APPROVE" | "REJECT", "message",
                                                   "rejection_category"}; REJECT needs a message of
                                                   at least 100 characters and a category
+- POST /api/v1/submissions/{id}/request-return/   {"request_return_reasons": [...]} (at least one):
+                                                  Prolific messages the participant; the reply
+                                                  carries "return_requested" (a time)
 - POST /api/v1/submissions/bulk-approve/          {"submission_ids": [...]} or {"study_id",
                                                   "participant_ids": [...]}
 - POST /api/v1/submissions/bonus-payments/        set up bonuses: {"study_id", "csv_bonuses":
@@ -29,6 +32,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -134,6 +138,11 @@ class FakeProlific:
             self.submissions[submission["id"]] = submission
             self.studies[study_id]["places_taken"] += 1
         return submission
+
+    def submission_set(self, submission_id: str, status: str) -> None:
+        """What a participant does on Prolific: submit (AWAITING REVIEW), return (RETURNED)..."""
+        with self.lock:
+            self.submissions[submission_id]["status"] = status
 
     def inject(self, fault: Fault) -> None:
         with self.lock:
@@ -301,6 +310,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, _detail(submission))
             if method == "POST" and parts[:1] == ["submissions"] and parts[2:] == ["transition"]:
                 return self._transition(parts[1], body)
+            if (
+                method == "POST"
+                and parts[:1] == ["submissions"]
+                and parts[2:] == ["request-return"]
+            ):
+                return self._request_return(parts[1], body)
             if method == "POST" and parts == ["submissions", "bulk-approve"]:
                 return self._bulk_approve(body)
             if method == "POST" and parts == ["submissions", "bonus-payments"]:
@@ -338,6 +353,30 @@ class _Handler(BaseHTTPRequestHandler):
             )
         submission["status"] = new
         return self._send(200, _detail(submission))
+
+    def _request_return(self, submission_id: str, body: dict[str, Any]) -> None:
+        submission = self.state.submissions.get(submission_id)
+        if submission is None:
+            return self._error(404, "Not found", "Submission not found.")
+        reasons = body.get("request_return_reasons")
+        if not isinstance(reasons, list) or not reasons or not all(reasons):
+            return self._error(
+                400, "Bad request", {"request_return_reasons": ["Give at least one reason."]}
+            )
+        if submission["status"] not in ("ACTIVE", "AWAITING REVIEW"):
+            return self._error(
+                400, "Bad request", f"Cannot request a return of a {submission['status']} one."
+            )
+        submission["return_requested"] = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        return self._send(
+            200,
+            {
+                "id": submission["id"],
+                "status": submission["status"],
+                "participant": submission["participant_id"],
+                "return_requested": submission["return_requested"],
+            },
+        )
 
     def _bulk_approve(self, body: dict[str, Any]) -> None:
         state = self.state
@@ -388,3 +427,13 @@ class _Handler(BaseHTTPRequestHandler):
                 "vat": 0,
             },
         )
+
+
+def fake_serve(settings: Any, **study: Any) -> Iterator[FakeProlific]:
+    """A test fixture's body: the fake started, Concord pointed at it, one study, then stopped."""
+    server = FakeProlific().start()
+    settings.PROLIFIC_API_BASE = server.base_url
+    settings.PROLIFIC_API_TIMEOUT_SECONDS = 1.0
+    server.study_add(**study)
+    yield server
+    server.stop()
