@@ -96,7 +96,8 @@ def test_a_timeout_says_how_late_the_worker_came_back_to_its_request(cast, fake,
     settings.CONCORD_JUDGE_TIMEOUT_SECONDS = 0.5
     make_marked_pairs(cast.study, 1)
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
-    call = run.calls.get(order="ab")
+    call = run.calls.select_related("pair__prompt").get(order="ab")
+    assert call.pair is not None
     fake.inject(Fault("slow", key=f"{call.pair.prompt.external_id}:ab", seconds=3.0))
     assert judge_call_execute(call_id=call.pk).status == "pending"
     call.refresh_from_db()
