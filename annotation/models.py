@@ -53,6 +53,10 @@ class Acceptability(models.TextChoices):
 class Study(models.Model):
     """What an admin configures: forms, overlap, pay, time limits, gold share, status."""
 
+    class Selection(models.TextChoices):
+        UNIFORM = "uniform", "Uniform"
+        ACTIVE = "active", "Active (by priority)"
+
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
         LIVE = "live", "Live"
@@ -121,6 +125,24 @@ class Study(models.Model):
     )
     categories = models.JSONField(
         default=list, blank=True, help_text="Categories shown in filters; empty means any."
+    )
+    selection = models.CharField(
+        "pair selection",
+        max_length=8,
+        choices=Selection.choices,
+        default=Selection.UNIFORM,
+        db_default=Selection.UNIFORM,
+        help_text="Which open pair a worker gets next: uniform (random among the fewest-taken) "
+        "or active (pairs drawn by their priority, with a share of uniform draws).",
+    )
+    uniform_share = models.DecimalField(
+        "uniform share of active draws",
+        max_digits=4,
+        decimal_places=3,
+        default=Decimal("0.200"),
+        db_default=Decimal("0.200"),
+        help_text="With active selection, the share of draws made uniformly at random (above 0, "
+        "at most 1), so that every open pair keeps a known chance and estimates stay unbiased.",
     )
     reference_categories = models.JSONField(
         default=list,
@@ -282,6 +304,10 @@ class Study(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(invite_valid_days__gte=1), name="study_invite_days_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(uniform_share__gt=0) & Q(uniform_share__lte=1),
+                name="study_uniform_share_0_1",
             ),
         ]
 

@@ -85,6 +85,14 @@ class StudySettingsForm(forms.ModelForm):
             "blocked workers get no code, only the link back.",
             "prolific_study_id": "The study's id on Prolific (in its URL, 24 characters). Entry "
             "compares Prolific's STUDY_ID with it and refuses any other.",
+            "selection": "Uniform: each worker gets a random open pair among the fewest-taken. "
+            "Active: open pairs are drawn by a priority the analysis worker recomputes (judges "
+            "disagree, people disagree, the two systems' leaderboard intervals overlap, the "
+            "category has few labels), so labels go where they change the answer; each "
+            "assignment records its chance of being drawn and the agreement estimates weight "
+            "by it (docs/active.md).",
+            "uniform_share": "With active selection, the share of draws made uniformly at "
+            "random (0.2 = 20%), above 0 and at most 1: every open pair keeps a known chance.",
             "pay_per_judgment_cents": "Pay per accepted judgment, in US cents.",
             "hourly_floor_cents": "Effective hourly pay, in US cents, below which the checklist "
             "and the workers page raise an alert (Prolific's minimum is a floor, not a target).",

@@ -53,6 +53,8 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "gold_min_items",
     "qualification_items",
     "categories",
+    "selection",
+    "uniform_share",
     "pay_per_judgment_cents",
     "prolific_reward_cents",
     "hourly_floor_cents",
@@ -116,6 +118,12 @@ def study_settings_problems(values: Mapping[str, Any]) -> dict[str, str]:
         problems["gold_block_accuracy"] = (
             f"The block threshold ({block}) must not be above the warn threshold ({warn}): a "
             "worker is warned before being blocked."
+        )
+    uniform = values.get("uniform_share")
+    if isinstance(uniform, Decimal) and not Decimal(0) < uniform <= Decimal(1):
+        problems["uniform_share"] = (
+            f"The uniform share ({uniform}) must be above 0 and at most 1: a pair that active "
+            "selection could never draw cannot be weighted back into the estimates."
         )
     share = values.get("gold_share")
     minimum, target = values.get("gold_min_items"), values.get("target_per_worker")

@@ -178,6 +178,33 @@ def test_a_block_threshold_above_the_warn_threshold_is_refused_by_field(cast: Ca
     assert 'id="error-gold_block_accuracy"' in response.content.decode()
 
 
+def test_active_selection_and_its_uniform_share_are_saved_from_the_settings_page(
+    cast: Cast,
+) -> None:
+    client = client_for(cast.researcher)
+    page = client.get(f"/studies/{cast.study.slug}/settings/").content.decode()
+    assert 'name="selection"' in page and 'name="uniform_share"' in page
+    assert (cast.study.selection, cast.study.uniform_share) == ("uniform", Decimal("0.200"))
+    response = client.post(
+        f"/studies/{cast.study.slug}/settings/",
+        settings_post(cast.study, selection="active", uniform_share="0.35"),
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    study = Study.objects.get(pk=cast.study.pk)
+    assert (study.selection, study.uniform_share) == ("active", Decimal("0.350"))
+
+
+@pytest.mark.parametrize("share", ["0", "1.5"])
+def test_a_uniform_share_outside_0_to_1_is_refused_by_field(cast: Cast, share: str) -> None:
+    response = client_for(cast.researcher).post(
+        f"/studies/{cast.study.slug}/settings/",
+        settings_post(cast.study, selection="active", uniform_share=share),
+    )
+    assert response.status_code == 400
+    assert 'id="error-uniform_share"' in response.content.decode()
+    assert Study.objects.get(pk=cast.study.pk).selection == "uniform"
+
+
 def test_rationale_only_and_likert_together_are_refused(cast: Cast) -> None:
     response = client_for(cast.researcher).post(
         f"/studies/{cast.study.slug}/settings/",
