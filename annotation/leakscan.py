@@ -555,6 +555,13 @@ _GENERATED_HOW = _alt(
 _GENERATED_BY = _alt("by|with|using|from|via|on|in|courtesy of|thanks to|through|:|-|,")
 _CLAUSE_END = r"(?=$|[.,:!\-] |NL )"
 _LINE_START = r"(?:^|(?<=NL )|(?<=\. ))"
+# Openers of an impersonal clause after "As an AI made by X, ...": none names a subject the
+# "as" clause could describe instead of the speaker.
+_DANGLING_NEXT = _alt(
+    "there|here|you|one should|one can|one must|the best|the short|the safest|the honest"
+    "|the simple|the answer|the right|it is important|it is best|it is worth|it is not"
+    "|it's important|it's best|it's worth|it's not|please|let|keep in mind|note that"
+)
 _OPENING = rf"(?:{_START}|\b{_GREETING}(?:, )?|(?<=, ))"
 _MORE_NAMES = rf"(?:(?:, )?(?:{_FILLER}){{0,10}}?{NAME_ANY})?"
 
@@ -589,6 +596,16 @@ RELATIONS: tuple[tuple[str, str], ...] = (
         "as",
         rf"\bas (?:{_FILLER}){{0,8}}?{_AI_NOUN}(?:{_FILLER}){{0,8}}?{NAME_CAP}(?:, )?"
         rf"(?:{_FILLER}){{0,4}}?(?={_FIRST_PERSON})",
+    ),
+    # "As an AI made by OpenAI, there are limits.", "Speaking as a model built by Anthropic:":
+    # a clause that opens by naming what made the speaker needs no first person after it.
+    (
+        "as",
+        rf"(?:{_START}|(?<=, )|\bspeaking |\bwriting )as (?:{_FILLER}){{0,8}}?{_AI_NOUN}"
+        rf"(?:{_ADVERB})?{_MAKE_VERB}{_alt('by|at|from')}(?:{_FILLER}){{0,4}}?{NAME_CAP}"
+        # ... when what follows cannot be another subject it describes ("..., BERT reads",
+        # "..., it was"): the text's end, a colon or dash, or an impersonal clause.
+        rf"(?=$|[:\-] |[.!?] |NL |, {_DANGLING_NEXT})",
     ),
     # "As GPT-4, I ...", "As Claude I would ...".
     ("as", rf"(?:{_START}|(?<=, )|\b)as {NAME_MODEL}(?:, )?(?={_FIRST_PERSON}|, )"),

@@ -9,6 +9,11 @@ measurement. Both hold ordinary answers that mention companies or AI in passing.
 Measured when the scan was written (flagged self-namings; falsely flagged ordinary answers):
 tuning 81/81 and 0/60; held-out 77/79 (97.5%; missed "0pen4I", a 4 for an A, and "ChatGPl") and
 2/80 (2.5%: "My manager at Google taught me ...", "I work with Microsoft Excel ...").
+Later the tuning corpus gained a clause that opens by naming the speaker's maker with no first
+person after it ("As an AI made by OpenAI, there are limits ...", 3 rows) and three ordinary rows
+that use the same words of a third party ("such as", "describes it as", "..., it was"): tuning
+84/84 and 0/63;
+held-out unchanged (77/79, 2/80), measured after that change and not tuned on.
 """
 
 from __future__ import annotations
@@ -103,6 +108,22 @@ def test_each_disguise_the_issue_lists_is_flagged(case: str) -> None:
     row = BY_CASE[case]
     assert row.leak
     assert row.flags(), row.text
+
+
+@pytest.mark.parametrize(
+    "case", ["as-dangling-no-first-person", "as-dangling-speaking", "as-dangling-mid-sentence"]
+)
+def test_a_clause_naming_the_speakers_maker_needs_no_first_person(case: str) -> None:
+    row = BY_CASE[case]
+    assert row.leak and row.flags(), row.text
+
+
+@pytest.mark.parametrize(
+    "case", ["ordinary-such-as", "ordinary-as-third-person", "ordinary-as-pronoun-subject"]
+)
+def test_the_same_words_about_a_third_party_are_not_flagged(case: str) -> None:
+    row = BY_CASE[case]
+    assert not row.leak and not row.flags(), row.flags()
 
 
 def test_the_study_system_name_counts_only_for_that_study() -> None:
