@@ -153,6 +153,17 @@ class JudgeRun(models.Model):
     # down), and since when; cleared when a call of the run is recorded again.
     stall_reason = models.TextField(blank=True)
     stall_since = models.DateTimeField(null=True, blank=True)
+    # A PL run's scoring (judges.reward.scoring): the worker that claims it holds a lease, which
+    # its heartbeat renews, and writes only while the row carries its token; the reconciler
+    # re-queues a pending run whose lease ran out (its worker died), up to
+    # CONCORD_REWARD_SCORE_MAX_ATTEMPTS claims, then fails it with the reason in `note`.
+    score_attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
+    score_lease_token = models.CharField(max_length=32, blank=True, default="", db_default="")
+    score_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    score_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    score_requeued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the reconciler last queued the scoring again."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

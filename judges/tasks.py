@@ -3,9 +3,9 @@
 Every task has a stable explicit name, takes ids only, acknowledges late and is rejected (so
 redelivered) when its worker dies. Results are not stored: the call rows are the record. They
 are routed by CELERY_TASK_ROUTES in the settings: LLM calls and fan-out to the llm_judge queue,
-the calls' reconciler to judge_reconcile, PL training and scoring to the reward_model queue. A
-dropped database connection is the one error the call tasks retry here (the services retry their
-own writes first; what is left is safe to run again).
+the reconcilers of calls and of PL runs to judge_reconcile, PL training and scoring to the
+reward_model queue. A dropped database connection is the one error the call tasks retry here
+(the services retry their own writes first; what is left is safe to run again).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from judges.reward.scoring import pl_run_execute
+from judges.reward.scoring import pl_runs_reconcile as runs_reconcile
 from judges.reward.services import pl_training_execute
 from judges.reward.services import pl_trainings_reconcile as trainings_reconcile
 from judges.services.calls import judge_call_execute
@@ -73,3 +74,9 @@ def pl_score_run(run_id: int) -> str:
 def pl_trainings_reconcile() -> int:
     """Mark failed the trainings whose worker stopped (run by Celery beat)."""
     return trainings_reconcile()
+
+
+@shared_task(name="judges.pl_runs_reconcile", **TASK_OPTIONS)
+def pl_runs_reconcile() -> int:
+    """Queue again the PL runs whose scoring worker stopped (run by Celery beat)."""
+    return runs_reconcile()

@@ -156,6 +156,17 @@ CONCORD_REWARD_CACHE_DIR = env.path(
 CONCORD_REWARD_HEARTBEAT_STALE_SECONDS: int = env.int(
     "CONCORD_REWARD_HEARTBEAT_STALE_SECONDS", default=600
 )
+# A PL run's scoring: the worker's lease on the run, renewed by its heartbeat every quarter of
+# it; a run whose lease ran out (its worker died) is queued again by the reconciler (every
+# CONCORD_REWARD_RECONCILE_SECONDS), and failed after this many claims; answers per batch.
+CONCORD_REWARD_SCORE_LEASE_SECONDS: float = env.float(
+    "CONCORD_REWARD_SCORE_LEASE_SECONDS", default=120.0
+)
+CONCORD_REWARD_SCORE_MAX_ATTEMPTS: int = env.int("CONCORD_REWARD_SCORE_MAX_ATTEMPTS", default=3)
+CONCORD_REWARD_RECONCILE_SECONDS: float = env.float(
+    "CONCORD_REWARD_RECONCILE_SECONDS", default=60.0
+)
+CONCORD_REWARD_SCORE_BATCH: int = env.int("CONCORD_REWARD_SCORE_BATCH", default=256)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -310,12 +321,19 @@ CELERY_TASK_ROUTES = {
     "judges.pl_train": {"queue": "reward_model"},
     "judges.pl_score_run": {"queue": "reward_model"},
     "judges.pl_trainings_reconcile": {"queue": "reward_model"},
+    # On the reconciler's queue: the reward_model worker it looks after may be dead or busy.
+    "judges.pl_runs_reconcile": {"queue": "judge_reconcile"},
     "leaderboard.export_build": {"queue": "export"},
     "leaderboard.exports_maintain": {"queue": "export"},
     "leaderboard.report_compute": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {
     "judges-pl-trainings-reconcile": {"task": "judges.pl_trainings_reconcile", "schedule": 60.0},
+    "judges-pl-runs-reconcile": {
+        "task": "judges.pl_runs_reconcile",
+        "schedule": CONCORD_REWARD_RECONCILE_SECONDS,
+        "options": {"expires": CONCORD_REWARD_RECONCILE_SECONDS},
+    },
     "judges-calls-reconcile": {
         "task": "judges.calls_reconcile",
         "schedule": CONCORD_JUDGE_RECONCILE_SECONDS,

@@ -17,6 +17,17 @@ r_A's stored score; the cross score h(I_A, r_B) is computed by the same task eac
 While its answers are scored the run stays *pending*: the LLM calls' reconciler looks only at
 running runs, and a pending run with no calls is neither re-queued nor marked done by it.
 
+The scoring worker's lease. A worker claims the run with one conditional UPDATE (pending, no
+live lease, fewer than CONCORD_REWARD_SCORE_MAX_ATTEMPTS claims so far) that writes a fresh
+token, the lease's end and the heartbeat, and counts the attempt; a thread of the worker renews
+the lease every quarter of CONCORD_REWARD_SCORE_LEASE_SECONDS while the run is scored, and
+every write of the worker (each batch of scores, the calls with the done status, a failure)
+holds only while the row still carries its token. A worker killed mid-run leaves its message
+unacknowledged in Redis until the broker's visibility timeout (an hour); instead its heartbeat
+stops and `pl_runs_reconcile` (beat, on the reconciler's queue) queues the run again once the
+lease has run out, or marks it failed after the last attempt, saying why. The answers scored
+before the kill are stored per batch, so the next worker scores only the rest.
+
 The Likert rule. With scores h_A and h_B, P(B better) = sigmoid((h_B - h_A) / T) (Bradley-Terry,
 the PL model for two answers, with the temperature T the training fitted on its held-out pairs:
 :mod:`judges.reward.calibration`; T = 1, "uncalibrated", for an artifact from before the fit),
@@ -34,16 +45,24 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
+import secrets
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.db.models.query import QuerySet
 from django.utils import timezone
 
 from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
-from core.broker import broker_check, task_send
+from core.broker import BrokerUnavailable, broker_check, task_send
 from core.queues import Queue
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.reward.calibration import (
@@ -57,11 +76,12 @@ from judges.reward.data import question_text
 logger = logging.getLogger(__name__)
 
 TASK_SCORE_RUN = "judges.pl_score_run"
-SCORE_BATCH = 256
+# The prefix of a failed scoring's `note`; the run page shows what follows it.
+FAILED_NOTE = "scoring failed: "
 
 
 class RunCancelled(Exception):
-    """The run stopped being pending while its answers were scored."""
+    """The run stopped being pending, or another attempt took it, while it was scored."""
 
 
 def queue_on_commit(task: str, object_id: int) -> None:
@@ -124,8 +144,13 @@ def pl_run_resume(*, run: JudgeRun) -> JudgeRun:
     """
     broker_check()
     with transaction.atomic():
+        # A new start: the attempts a researcher resumes are counted afresh.
         changed = JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.CANCELLED).update(
-            status=JudgeRun.Status.PENDING, finished_at=None
+            status=JudgeRun.Status.PENDING,
+            finished_at=None,
+            score_attempts=0,
+            score_lease_token="",
+            score_lease_expires_at=None,
         )
         if changed != 1:
             run.refresh_from_db()
@@ -138,16 +163,91 @@ def pl_run_resume(*, run: JudgeRun) -> JudgeRun:
     return run
 
 
-def _still_pending(run_id: int) -> None:
-    if not JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.PENDING).exists():
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.CONCORD_REWARD_SCORE_LEASE_SECONDS)
+
+
+def _mine(run_id: int, token: str) -> QuerySet[JudgeRun]:
+    """The run's row, only while it is pending and the attempt with `token` holds it."""
+    return JudgeRun.objects.filter(
+        pk=run_id, status=JudgeRun.Status.PENDING, score_lease_token=token
+    )
+
+
+def pl_run_claim(*, run_id: int) -> str | None:
+    """Take a pending PL run's scoring for this worker; return the lease's token, or None.
+
+    One conditional UPDATE: the run must be pending, hold no live lease (none, or one that ran
+    out) and have had fewer than CONCORD_REWARD_SCORE_MAX_ATTEMPTS claims; the claim counts one.
+    """
+    token = secrets.token_hex(16)
+    now = timezone.now()
+    claimed = JudgeRun.objects.filter(
+        Q(score_lease_token="") | Q(score_lease_expires_at__lt=now),
+        pk=run_id,
+        status=JudgeRun.Status.PENDING,
+        judge__kind=Judge.Kind.PL,
+        score_attempts__lt=settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS,
+    ).update(
+        score_lease_token=token,
+        score_lease_expires_at=now + _lease(),
+        score_heartbeat_at=now,
+        score_attempts=F("score_attempts") + 1,
+        started_at=Coalesce(F("started_at"), now),
+    )
+    return token if claimed == 1 else None
+
+
+def pl_run_heartbeat(*, run_id: int, token: str) -> bool:
+    """Renew the lease of the attempt with `token`; False once the run is no longer its."""
+    now = timezone.now()
+    return (
+        _mine(run_id, token).update(score_heartbeat_at=now, score_lease_expires_at=now + _lease())
+        == 1
+    )
+
+
+@contextmanager
+def _heartbeat(run_id: int, token: str) -> Iterator[None]:
+    """Renew the lease from a thread of its own while the block runs (a batch of scores may take
+    longer than the lease; the thread beats while the model computes)."""
+    stop = threading.Event()
+    every = max(0.2, settings.CONCORD_REWARD_SCORE_LEASE_SECONDS / 4)
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every):
+                try:
+                    if not pl_run_heartbeat(run_id=run_id, token=token):
+                        return
+                except DatabaseError:
+                    # A dropped connection: the next beat opens another; if the database stays
+                    # away past the lease, the run is taken back, which is what should happen.
+                    logger.warning("PL run %s: heartbeat not written", run_id, exc_info=True)
+                    connection.close()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"pl-run-{run_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every + 5)
+
+
+def _still_mine(run_id: int, token: str) -> None:
+    if not _mine(run_id, token).exists():
         raise RunCancelled
 
 
-def answers_score(*, run: JudgeRun, answer_ids: list[int]) -> dict[int, float]:
+def answers_score(*, run: JudgeRun, answer_ids: list[int], token: str) -> dict[int, float]:
     """The run's score of every answer: stored, copied from the judge's earlier runs, or new.
 
-    New scores are computed in batches of SCORE_BATCH and stored after each batch, so a killed
-    worker's redelivered task goes on where it stopped.
+    New scores are computed in batches of CONCORD_REWARD_SCORE_BATCH and stored after each
+    batch, so the attempt after a killed worker's goes on where it stopped. Raise RunCancelled
+    when, before a batch, the attempt with `token` no longer holds the run.
     """
     scores = dict(
         AnswerScore.objects.filter(run=run, answer_id__in=answer_ids).values_list(
@@ -178,9 +278,10 @@ def answers_score(*, run: JudgeRun, answer_ids: list[int]) -> dict[int, float]:
             "pk", "prompt__turns", "turns"
         )
     }
-    for start in range(0, len(missing), SCORE_BATCH):
-        _still_pending(run.pk)
-        chunk = missing[start : start + SCORE_BATCH]
+    batch = settings.CONCORD_REWARD_SCORE_BATCH
+    for start in range(0, len(missing), batch):
+        _still_mine(run.pk, token)
+        chunk = missing[start : start + batch]
         values = model.score([rows[a][0] for a in chunk], [rows[a][1] for a in chunk])
         AnswerScore.objects.bulk_create(
             [
@@ -267,16 +368,27 @@ def pair_call(
 
 
 def pl_run_execute(*, run_id: int) -> str:
-    """Score a pending PL run's answers and write its calls; return what became of it."""
+    """Claim a pending PL run, score its answers and write its calls; return what became of it.
+
+    Holds no lock; the lease (pl_run_claim) is renewed by a heartbeat thread while it runs, and
+    every write is conditional on the lease's token, so an attempt that lost the run (cancelled,
+    or taken back by the reconciler) writes nothing more.
+    """
     run = JudgeRun.objects.select_related("judge").filter(pk=run_id).first()
     if run is None:
         return "missing"
     if run.status != JudgeRun.Status.PENDING or run.judge.kind != Judge.Kind.PL:
         return "skipped"
-    if not run.started_at:
-        JudgeRun.objects.filter(pk=run_id, started_at__isnull=True).update(
-            started_at=timezone.now()
-        )
+    token = pl_run_claim(run_id=run_id)
+    if token is None:
+        # Another worker holds a live lease (a copy of the message), or the run changed.
+        return "skipped"
+    with _heartbeat(run_id, token):
+        return _score(run, token)
+
+
+def _score(run: JudgeRun, token: str) -> str:
+    run_id = run.pk
     pairs = list(
         run.pairs.order_by("pk").values_list(
             "pk", "prompt_id", "contrast_id", "answer_a_id", "answer_b_id"
@@ -298,7 +410,7 @@ def pl_run_execute(*, run_id: int) -> str:
     )
     answer_ids = sorted({a for _, _, _, x, y in pairs for a in (x, y)})
     try:
-        scores = answers_score(run=run, answer_ids=answer_ids)
+        scores = answers_score(run=run, answer_ids=answer_ids, token=token)
         crossed = cross_scores(run=run, items=foreign)
         temperature = judge_temperature(run.judge)
 
@@ -317,20 +429,74 @@ def pl_run_execute(*, run_id: int) -> str:
             for pk, p, contrast, a, b in pairs
         ]
         with transaction.atomic():
-            JudgeCall.objects.bulk_create(calls, batch_size=2000, ignore_conflicts=True)
-            done = JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.PENDING).update(
-                status=JudgeRun.Status.DONE, finished_at=timezone.now()
-            )
-            if done != 1:
+            # The row lock first: the calls are written only by the attempt holding the run.
+            if not list(_mine(run_id, token).select_for_update().values_list("pk", flat=True)):
                 raise RunCancelled
+            JudgeCall.objects.bulk_create(calls, batch_size=2000, ignore_conflicts=True)
+            _mine(run_id, token).update(status=JudgeRun.Status.DONE, finished_at=timezone.now())
     except RunCancelled:
-        return "cancelled"
+        status = JudgeRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
+        return "cancelled" if status == JudgeRun.Status.CANCELLED else "taken back"
     except Exception as exc:
         logger.exception("PL run %s failed", run_id)
-        JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.PENDING).update(
+        _mine(run_id, token).update(
             status=JudgeRun.Status.FAILED,
-            note=f"scoring failed: {type(exc).__name__}: {exc}"[:2000],
+            note=f"{FAILED_NOTE}{type(exc).__name__}: {exc}"[:2000],
             finished_at=timezone.now(),
         )
         return "failed"
     return "done"
+
+
+def _utc(moment: datetime) -> str:
+    return timezone.localtime(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def pl_runs_reconcile() -> int:
+    """Queue again the pending PL runs whose scoring lease ran out; return how many changed.
+
+    A lease runs out when its worker stopped beating (killed, or away from the database for
+    longer than the lease). The run is sent to the reward_model queue again (first, so that a
+    broker that refuses leaves it for the next round), then marked re-queued only while the
+    same lease still holds it; a run that used its last attempt is failed instead, with the
+    reason in its note. Safe to run twice at once: a second copy of the message finds the run
+    claimed and does nothing.
+    """
+    now = timezone.now()
+    expired = list(
+        JudgeRun.objects.filter(
+            status=JudgeRun.Status.PENDING,
+            judge__kind=Judge.Kind.PL,
+            score_lease_expires_at__lt=now,
+        )
+        .exclude(score_lease_token="")
+        .values_list("pk", "score_lease_token", "score_attempts", "score_heartbeat_at")
+    )
+    changed = 0
+    most = settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS
+    for run_id, token, attempts, beat in expired:
+        lost = _mine(run_id, token).filter(score_lease_expires_at__lt=now)
+        last = f"last heartbeat {_utc(beat)}" if beat is not None else "no heartbeat"
+        if attempts >= most:
+            changed += lost.update(
+                status=JudgeRun.Status.FAILED,
+                note=(
+                    f"{FAILED_NOTE}the worker scoring it was lost {attempts} times (its lease of "
+                    f"{settings.CONCORD_REWARD_SCORE_LEASE_SECONDS:g} s ran out; {last}); the "
+                    "answers scored so far are kept and a new run of this judge reuses them"
+                ),
+                finished_at=now,
+                score_lease_token="",
+            )
+            continue
+        try:
+            task_send(TASK_SCORE_RUN, args=[run_id], queue=Queue.REWARD_MODEL)
+        except BrokerUnavailable:
+            logger.warning("PL run %s: not queued again, the broker refused", run_id)
+            continue
+        changed += lost.update(
+            score_lease_token="", score_lease_expires_at=None, score_requeued_at=now
+        )
+    if changed:
+        logger.warning("PL runs reconciler: %d runs whose worker was lost queued again", changed)
+    return changed

@@ -13,7 +13,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotation.selectors.studies import study_list_for_user
-from judges.models import Judge, JudgeCall, JudgeRun
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.services.calls import call_messages, cost_compute, tokens_estimate
 
 
@@ -38,6 +38,9 @@ class RunProgress:
     possibly_charged_twice_usd: Decimal = Decimal(0)
     # Why the calls cannot make progress now, as a sentence with its time ("" when they can).
     stall: str = ""
+    # A PL run's scoring: who holds it and how lately it beat, a lost worker's re-queue, or
+    # why it failed ("" for other judges and for a PL run done or cancelled).
+    scoring: str = ""
 
     @property
     def finished(self) -> int:
@@ -129,7 +132,52 @@ def judge_run_progress(*, run: JudgeRun) -> RunProgress:
         possibly_charged_twice=counts["unrecorded"] or 0,
         possibly_charged_twice_usd=run.exposure_usd.quantize(Decimal("0.000001")),
         stall=_stall_text(run, counts["last_finished"], remaining),
+        scoring=pl_run_scoring_state(run=run) if run.judge.kind == Judge.Kind.PL else "",
     )
+
+
+def _utc(moment: datetime) -> str:
+    return timezone.localtime(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def pl_run_scoring_state(*, run: JudgeRun) -> str:
+    """What a PL run's scoring is doing, as a sentence for its page (judges.reward.scoring).
+
+    Pending with a live lease: scoring, with the heartbeat's age; with a lease that ran out: the
+    worker is lost and the reconciler will queue it again; re-queued: when; failed: why.
+    """
+    from judges.reward.scoring import FAILED_NOTE
+
+    if run.status == JudgeRun.Status.FAILED:
+        return f"Failed: {run.note.removeprefix(FAILED_NOTE)}"
+    if run.status != JudgeRun.Status.PENDING:
+        return ""
+    now = timezone.now()
+    most = settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS
+    attempt = f"attempt {run.score_attempts} of {most}"
+    if run.score_lease_token and run.score_lease_expires_at is not None:
+        scored = AnswerScore.objects.filter(run=run).count()
+        beat = run.score_heartbeat_at or run.started_at or now
+        ago = max(0, int((now - beat).total_seconds()))
+        if run.score_lease_expires_at >= now:
+            return (
+                f"Scoring, last heartbeat {ago} s ago ({scored} answers scored so far; {attempt})"
+            )
+        return (
+            f"Worker lost? No heartbeat for {ago} s: its lease ran out at "
+            f"{_utc(run.score_lease_expires_at)}, and the reconciler will queue the scoring "
+            f"again ({scored} answers scored so far are kept; {attempt})"
+        )
+    waiting = (
+        "waiting for a worker on the reward_model queue (celery -A config worker -Q reward_model)"
+    )
+    if run.score_requeued_at is not None:
+        scored = AnswerScore.objects.filter(run=run).count()
+        return (
+            f"Worker lost, re-queued at {_utc(run.score_requeued_at)} ({scored} answers scored "
+            f"so far are kept; {run.score_attempts} of {most} attempts used); {waiting}"
+        )
+    return f"Queued, {waiting}"
 
 
 def _stall_text(run: JudgeRun, last_finished: datetime | None, remaining: int) -> str:

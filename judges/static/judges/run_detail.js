@@ -3,6 +3,7 @@
   const box = document.getElementById("progress");
   const bar = document.getElementById("progress-bar");
   const stall = document.getElementById("run-stall");
+  const scoring = document.getElementById("run-scoring");
   // A run in one of these states changes no more: the page stops asking (and never starts).
   const terminal = ["done", "cancelled", "failed", "budget", "imported"];
   if (terminal.includes(box.dataset.status)) return;
@@ -18,6 +19,8 @@
       }
       stall.textContent = data.stall;
       stall.hidden = !data.stall;
+      scoring.textContent = data.scoring;
+      scoring.hidden = !data.scoring;
       bar.max = data.total;
       bar.value = data.done + data.failed;
       if (terminal.includes(data.status)) {

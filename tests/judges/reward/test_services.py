@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from django.conf import LazySettings
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from annotation.models import Answer, ContrastSet, Pair, Prompt
@@ -247,27 +248,27 @@ def _must_not_load(name: str) -> None:
 
 @pytest.mark.django_db
 def test_a_cancelled_pl_run_resumes_from_the_answers_already_scored(
-    cast: Cast, reward_dirs: Path, monkeypatch: pytest.MonkeyPatch
+    cast: Cast, reward_dirs: Path, monkeypatch: pytest.MonkeyPatch, settings: LazySettings
 ) -> None:
     ranked_study(cast.study, prompts=3)
     judge = train(cast, epochs=3).judge
     assert judge is not None
     run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
-    monkeypatch.setattr(scoring, "SCORE_BATCH", 4)
-    real = scoring._still_pending
+    settings.CONCORD_REWARD_SCORE_BATCH = 4
+    real = scoring._still_mine
     batches: list[int] = []
 
-    def cancel_after_first_batch(run_id: int) -> None:
+    def cancel_after_first_batch(run_id: int, token: str) -> None:
         batches.append(run_id)
         if len(batches) == 2:
             judge_run_cancel(run=run, user=cast.researcher)
-        real(run_id)
+        real(run_id, token)
 
-    monkeypatch.setattr(scoring, "_still_pending", cancel_after_first_batch)
+    monkeypatch.setattr(scoring, "_still_mine", cancel_after_first_batch)
     assert pl_run_execute(run_id=run.pk) == "cancelled"
     assert AnswerScore.objects.filter(run=run).count() == 4
     assert not JudgeCall.objects.filter(run=run).exists()
-    monkeypatch.setattr(scoring, "_still_pending", real)
+    monkeypatch.setattr(scoring, "_still_mine", real)
     resumed = judge_run_resume(run=run, user=cast.researcher)
     assert resumed.status == JudgeRun.Status.PENDING
     assert pl_run_execute(run_id=run.pk) == "done"

@@ -1,0 +1,217 @@
+"""A PL run's scoring lease, its heartbeat and the reconciler that re-queues a lost worker's run.
+
+Real PostgreSQL and the real Redis broker: the reconciler's message is read back from the
+reward_model queue as a worker would pop it. No model is trained: the lease is the run row's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, timedelta
+
+import pytest
+from django.conf import LazySettings
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from config.celery import app as celery_app
+from judges.models import Judge, JudgeRun
+from judges.reward.scoring import (
+    TASK_SCORE_RUN,
+    pl_run_claim,
+    pl_run_execute,
+    pl_run_heartbeat,
+    pl_runs_reconcile,
+)
+from judges.selectors.runs import judge_run_progress
+from judges.services.runs import judge_run_cancel, judge_run_resume
+from tests.conftest import PASSWORD, Cast
+from tests.judges.integration import broker_purge
+
+pytestmark = pytest.mark.django_db
+
+QUEUE = "reward_model"
+
+
+@pytest.fixture
+def broker(settings: LazySettings) -> Iterator[str]:
+    broker_purge(settings.CELERY_BROKER_URL, QUEUE)
+    yield settings.CELERY_BROKER_URL
+    broker_purge(settings.CELERY_BROKER_URL, QUEUE)
+
+
+def queued(url: str) -> list[tuple[str, list[int]]]:
+    """The reward_model queue's messages (task name, args), popped as a worker pops them."""
+    from kombu import Connection
+
+    found: list[tuple[str, list[int]]] = []
+    with Connection(url) as conn:
+        queue = conn.SimpleQueue(QUEUE)
+        while True:
+            try:
+                message = queue.get(timeout=0.5)
+            except queue.Empty:
+                return found
+            found.append((message.headers["task"], list(message.payload[0])))
+            message.ack()
+
+
+def pl_run(cast: Cast) -> JudgeRun:
+    judge = Judge.objects.create(
+        name="pl-lease",
+        kind=Judge.Kind.PL,
+        params={"artifact": "pl-missing"},
+        order_policy=Judge.OrderPolicy.FIXED,
+        order_invariant=True,
+    )
+    return JudgeRun.objects.create(
+        judge=judge, study=cast.study, status=JudgeRun.Status.PENDING, created_by=cast.researcher
+    )
+
+
+def lease_runs_out(run: JudgeRun) -> None:
+    """What a killed worker leaves behind: its lease passes with no heartbeat."""
+    past = timezone.now() - timedelta(seconds=1)
+    JudgeRun.objects.filter(pk=run.pk).update(
+        score_lease_expires_at=past, score_heartbeat_at=past - timedelta(seconds=120)
+    )
+
+
+def test_a_run_whose_lease_ran_out_is_queued_again_once(cast: Cast, broker: str) -> None:
+    run = pl_run(cast)
+    token = pl_run_claim(run_id=run.pk)
+    assert token is not None
+    lease_runs_out(run)
+    assert pl_runs_reconcile() == 1
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.PENDING
+    assert (run.score_lease_token, run.score_lease_expires_at) == ("", None)
+    assert run.score_requeued_at is not None and run.score_attempts == 1
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+    # Once: the next round finds nothing to take back and sends nothing.
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+    # The lost worker's token holds the run no more: its heartbeat and writes stop.
+    assert not pl_run_heartbeat(run_id=run.pk, token=token)
+    # The re-sent message's worker claims it, as the second attempt.
+    assert pl_run_claim(run_id=run.pk) is not None
+    run.refresh_from_db()
+    assert run.score_attempts == 2 and run.score_lease_token not in ("", token)
+
+
+def test_a_live_lease_is_left_alone_and_its_heartbeat_renews_it(
+    cast: Cast, broker: str, settings: LazySettings
+) -> None:
+    settings.CONCORD_REWARD_SCORE_LEASE_SECONDS = 30
+    run = pl_run(cast)
+    token = pl_run_claim(run_id=run.pk)
+    assert token is not None
+    # A second copy of the message finds the lease live and takes nothing.
+    assert pl_run_claim(run_id=run.pk) is None
+    run.refresh_from_db()
+    before = run.score_lease_expires_at
+    assert before is not None and before > timezone.now() + timedelta(seconds=25)
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+    assert pl_run_heartbeat(run_id=run.pk, token=token)
+    run.refresh_from_db()
+    assert run.score_lease_token == token and run.score_attempts == 1
+    assert run.score_lease_expires_at is not None and run.score_lease_expires_at >= before
+    assert run.score_requeued_at is None
+    state = judge_run_progress(run=run).scoring
+    assert state.startswith("Scoring, last heartbeat 0 s ago (0 answers scored so far; attempt 1")
+
+
+def test_a_run_whose_worker_is_lost_on_the_last_attempt_fails_and_says_why(
+    cast: Cast, broker: str, settings: LazySettings
+) -> None:
+    settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS = 2
+    run = pl_run(cast)
+    for _ in range(2):
+        assert pl_run_claim(run_id=run.pk) is not None
+        lease_runs_out(run)
+        assert pl_runs_reconcile() == 1
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.FAILED and run.finished_at is not None
+    assert run.note.startswith("scoring failed: the worker scoring it was lost 2 times")
+    assert "answers scored so far are kept" in run.note
+    # Queued again after the first loss only; the failed run is claimed by nobody.
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+    assert pl_run_claim(run_id=run.pk) is None
+    assert pl_run_execute(run_id=run.pk) == "skipped"
+    assert judge_run_progress(run=run).scoring.startswith(
+        "Failed: the worker scoring it was lost 2 times (its lease of 120 s ran out; last "
+        "heartbeat "
+    )
+
+
+def test_the_claim_is_refused_after_the_last_attempt_even_before_the_reconciler_runs(
+    cast: Cast, settings: LazySettings
+) -> None:
+    settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS = 1
+    run = pl_run(cast)
+    assert pl_run_claim(run_id=run.pk) is not None
+    lease_runs_out(run)
+    # A redelivered message may claim a run whose lease ran out, but not past the last attempt.
+    assert pl_run_claim(run_id=run.pk) is None
+    run.refresh_from_db()
+    assert run.score_attempts == 1
+
+
+def test_a_resumed_run_is_claimed_afresh(cast: Cast, broker: str) -> None:
+    run = pl_run(cast)
+    assert pl_run_claim(run_id=run.pk) is not None
+    judge_run_cancel(run=run, user=cast.researcher)
+    assert pl_runs_reconcile() == 0
+    JudgeRun.objects.filter(pk=run.pk).update(score_attempts=3)
+    # The cancelled run's artifact is missing, so resume through the scoring service itself.
+    from judges.reward.scoring import pl_run_resume
+
+    with pytest.raises(Exception, match="not ready"):
+        judge_run_resume(run=run, user=cast.researcher)
+    pl_run_resume(run=run)
+    run.refresh_from_db()
+    assert (run.status, run.score_attempts, run.score_lease_token) == ("pending", 0, "")
+    assert pl_run_claim(run_id=run.pk) is not None
+
+
+def test_the_run_page_shows_the_scoring_lost_worker_and_failure(
+    cast: Cast, broker: str, client: Client, settings: LazySettings
+) -> None:
+    settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS = 2
+    run = pl_run(cast)
+    assert client.login(username=cast.researcher.username, password=PASSWORD)
+    page = reverse("judges:run_detail", args=[cast.study.slug, run.pk])
+    progress = reverse("judges:run_progress", args=[cast.study.slug, run.pk])
+    assert "Queued, waiting for a worker on the reward_model queue" in client.get(page).text
+    pl_run_claim(run_id=run.pk)
+    assert "Scoring, last heartbeat 0 s ago" in client.get(page).text
+    assert client.get(progress).json()["scoring"].startswith("Scoring, last heartbeat 0 s ago")
+    lease_runs_out(run)
+    assert "Worker lost? No heartbeat for 121 s" in client.get(page).text
+    pl_runs_reconcile()
+    run.refresh_from_db()
+    assert run.score_requeued_at is not None
+    at = timezone.localtime(run.score_requeued_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    text = client.get(page).text
+    assert f"Worker lost, re-queued at {at} UTC (0 answers scored so far are kept" in text
+    pl_run_claim(run_id=run.pk)
+    lease_runs_out(run)
+    pl_runs_reconcile()
+    assert "Failed: the worker scoring it was lost 2 times" in client.get(page).text
+    assert client.get(progress).json()["scoring"].startswith("Failed: the worker scoring it")
+
+
+def test_beat_sends_the_reconciler_to_the_reconciler_queue() -> None:
+    from django.conf import settings
+
+    entries = [
+        e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "judges.pl_runs_reconcile"
+    ]
+    assert len(entries) == 1
+    assert entries[0]["schedule"] == settings.CONCORD_REWARD_RECONCILE_SECONDS
+    assert settings.CELERY_TASK_ROUTES["judges.pl_runs_reconcile"] == {"queue": "judge_reconcile"}
+    import judges.tasks  # noqa: F401 - registers the tasks
+
+    assert "judges.pl_runs_reconcile" in celery_app.tasks
