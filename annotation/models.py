@@ -31,6 +31,11 @@ def shuffle_key_new() -> float:
     return random.random()
 
 
+# Pair.priority_key of a pair no priority was computed for: below every key a computed
+# priority gets (annotation/services/pairs.py, priority_key_draw).
+PRIORITY_KEY_NONE = -1e15
+
+
 def entry_link_key_new() -> str:
     """Return a fresh random key for a study's signed entry link."""
     return secrets.token_hex(16)
@@ -250,6 +255,12 @@ class Study(models.Model):
     completion_url = models.URLField(
         blank=True, help_text="Where a finished worker is sent; empty shows the code instead."
     )
+    # Written with the pairs' priorities (pair_priorities_store): the open regular pairs k and
+    # their priority sum W at that moment, from which the claim records each active draw's
+    # propensity e / k + (1 - e) p / W.
+    priority_pool = models.PositiveIntegerField(default=0, db_default=0, editable=False)
+    priority_total = models.FloatField(default=0.0, db_default=0.0, editable=False)
+    priorities_at = models.DateTimeField(null=True, blank=True, editable=False)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="StudyMembership", related_name="studies", blank=True
     )
@@ -625,6 +636,15 @@ class Pair(models.Model):
     # A random key fixed at creation: the claim walks pairs in this order from a random start, so
     # "random among equals" never sorts the whole pool.
     shuffle_key = models.FloatField(default=shuffle_key_new, editable=False)
+    # Active selection (Study.selection): the pair's priority in [0, 1], recomputed by the
+    # analysis worker (leaderboard/services/priority.py), and its Efraimidis-Spirakis key
+    # ln(u) / priority, redrawn at each recompute, so that walking the pairs by key, highest
+    # first, draws them with probability proportional to priority
+    # (annotation/services/priority.py). A pair never scored has priority 0 and the lowest key.
+    priority = models.FloatField(default=0.0, db_default=0.0, editable=False)
+    priority_key = models.FloatField(
+        default=PRIORITY_KEY_NONE, db_default=PRIORITY_KEY_NONE, editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -662,6 +682,9 @@ class Pair(models.Model):
             models.Index(fields=["study", "is_gold"], name="pair_study_gold"),
             models.Index(
                 fields=["study", "is_gold", "shuffle_key"], name="pair_study_gold_shuffle"
+            ),
+            models.Index(
+                "study", "is_gold", F("priority_key").desc(), name="pair_study_gold_priority"
             ),
         ]
 

@@ -13,6 +13,7 @@ from celery import shared_task
 from celery.signals import worker_process_init
 
 from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
+from leaderboard.services.priority import pair_priorities_recompute, pair_priorities_refresh
 from leaderboard.services.reports import report_snapshot_compute
 from leaderboard.stats.ratings import elo_kernel_warm
 
@@ -44,6 +45,24 @@ def exports_maintain() -> str:
 def report_compute(snapshot_id: int) -> str:
     """Compute one report snapshot (one worker per snapshot at a time)."""
     return report_snapshot_compute(snapshot_id=snapshot_id)
+
+
+@shared_task(
+    name="leaderboard.pair_priorities_recompute",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def pair_priorities_recompute_task(study_id: int) -> str:
+    """Recompute one study's pair priorities for active selection (safe to run twice)."""
+    done = pair_priorities_recompute(study_id=study_id)
+    return f"{done.pairs} pairs, {done.pool} open, priority total {done.total:.3f}"
+
+
+@shared_task(name="leaderboard.pair_priorities_refresh", ignore_result=True)
+def pair_priorities_refresh_task() -> str:
+    """Recompute the pair priorities of every live active study (run by Celery beat)."""
+    return f"{pair_priorities_refresh()} studies"
 
 
 @worker_process_init.connect

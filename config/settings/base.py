@@ -326,6 +326,8 @@ CELERY_TASK_ROUTES = {
     "leaderboard.export_build": {"queue": "export"},
     "leaderboard.exports_maintain": {"queue": "export"},
     "leaderboard.report_compute": {"queue": "analysis"},
+    "leaderboard.pair_priorities_recompute": {"queue": "analysis"},
+    "leaderboard.pair_priorities_refresh": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE = {
     "judges-pl-trainings-reconcile": {"task": "judges.pl_trainings_reconcile", "schedule": 60.0},
@@ -358,6 +360,12 @@ CELERY_BEAT_SCHEDULE = {
     },
     "annotation-prolific-unverified-recheck": {
         "task": "annotation.prolific_unverified_recheck",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
+    },
+    # Active selection: the pairs' priorities of live active studies, with fresh draw keys.
+    "leaderboard-pair-priorities-refresh": {
+        "task": "leaderboard.pair_priorities_refresh",
         "schedule": 300.0,
         "options": {"expires": 300.0},
     },

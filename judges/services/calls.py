@@ -33,7 +33,9 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
-from core.broker import url_label
+from annotation.models import Study
+from core.broker import BrokerUnavailable, task_send, url_label
+from core.queues import Queue
 from judges.llm import baselines
 from judges.llm.client import (
     ChatReply,
@@ -297,7 +299,29 @@ def run_finish_if_complete(*, run_id: int) -> bool:
             judge = Judge.objects.filter(runs=run_id).only("kind", "output_format").first()
             if judge is not None and is_grading(judge):
                 grade_pairs_derive(run_id=run_id)
+            study_id = (
+                JudgeRun.objects.filter(pk=run_id, study__selection=Study.Selection.ACTIVE)
+                .values_list("study_id", flat=True)
+                .first()
+            )
+            if study_id is not None:
+                transaction.on_commit(lambda: _priorities_request(study_id))
     return finished
+
+
+def _priorities_request(study_id: int) -> None:
+    """Ask the analysis worker to recompute an active study's pair priorities: the new verdicts
+    change its judge-disagreement term. Sent by task name (the judges app does not import the
+    analysis app); a broker that refuses it is logged, and beat's refresh catches up."""
+    try:
+        task_send(
+            "leaderboard.pair_priorities_recompute",
+            args=[study_id],
+            queue=Queue.ANALYSIS,
+            recovery="beat's pair-priority refresh recomputes them within 5 minutes",
+        )
+    except BrokerUnavailable:
+        logger.warning("pair priorities of study %s not requested", study_id, exc_info=True)
 
 
 def budget_reached(*, run: JudgeRun) -> bool:

@@ -138,6 +138,37 @@ def pair_priority(terms: Mapping[str, npt.ArrayLike], weights: PriorityWeights) 
     return np.asarray(total / sum(w.values()), dtype=np.float64)
 
 
+def priority_terms(
+    *,
+    judge_counts: npt.ArrayLike,
+    human_counts: npt.ArrayLike,
+    lower_a: npt.ArrayLike,
+    upper_a: npt.ArrayLike,
+    lower_b: npt.ArrayLike,
+    upper_b: npt.ArrayLike,
+    categories: npt.ArrayLike,
+) -> dict[str, FloatArray]:
+    """Return the four priority terms of each pair, named as in :data:`TERMS`.
+
+    - ``judge_disagreement``: :func:`disagreement_share` of the automatic judges' collapsed
+      verdicts on the pair (``judge_counts``, pairs x labels: every judge call, both orders);
+    - ``interval_overlap``: :func:`interval_overlap` of the leaderboard intervals of the pair's
+      two systems (``lower_a``/``upper_a`` for the system of answer A, ``_b`` for B; NaN where a
+      system has no interval yet, which counts as full overlap);
+    - ``human_disagreement``: :func:`disagreement_share` of the people's collapsed votes on the
+      pair (``human_counts``, pairs x labels);
+    - ``under_coverage``: :func:`category_under_coverage` of the pair's human votes
+      (``human_counts`` summed per pair) in its category.
+    """
+    humans = np.asarray(human_counts, dtype=np.float64)
+    return {
+        "judge_disagreement": disagreement_share(judge_counts),
+        "interval_overlap": interval_overlap(lower_a, upper_a, lower_b, upper_b),
+        "human_disagreement": disagreement_share(humans),
+        "under_coverage": category_under_coverage(humans.sum(axis=1), categories),
+    }
+
+
 def selection_probabilities(
     priority: npt.ArrayLike, *, random_share: float = DEFAULT_RANDOM_SHARE
 ) -> FloatArray:
