@@ -117,3 +117,29 @@ class LabelPlanForm(forms.Form):
         judge = self.fields["judge"]
         assert isinstance(judge, forms.ChoiceField)
         judge.choices = [(name, name) for name in judges]
+
+
+class ReportSettingsForm(forms.Form):
+    """The study's report settings: the baseline of the length-controlled win rates and the
+    price of the PL judge's compute."""
+
+    baseline = forms.ChoiceField(
+        required=False,
+        label="Baseline of the length-controlled win rates",
+        help_text="Every model's win rate is against this system; default: the system in the most "
+        "pairs.",
+    )
+    pl_usd_per_1000 = forms.DecimalField(
+        min_value=0,
+        max_digits=10,
+        decimal_places=4,
+        initial=0,
+        label="PL reward model compute, USD per 1,000 pairs",
+        help_text="Prices the PL judge in the agreement-per-dollar table; 0: not priced.",
+    )
+
+    def __init__(self, *args: Any, systems: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["baseline"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "The system in the most pairs")] + [(s, s) for s in systems]

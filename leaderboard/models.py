@@ -237,3 +237,43 @@ class FollowupPair(models.Model):
 
     def __str__(self) -> str:
         return f"follow-up pair {self.pair_id} (copy of {self.source_pair_id})"
+
+
+class ReportSettings(models.Model):
+    """A study's own report parameters, which its pages, API, exports and recomputes use: the
+    baseline system of the length-controlled win rates ("" = the system in the most pairs) and
+    the price of the PL judge's compute per 1,000 pairs (0 = not priced). Each change is a new
+    report key (the parameters are in the snapshot's params hash), so the report of the new
+    settings is computed by the analysis worker while the old one is still shown. No row: the
+    defaults of ReportParams."""
+
+    study = models.OneToOneField(
+        Study, on_delete=models.CASCADE, primary_key=True, related_name="report_settings"
+    )
+    baseline = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="System the length-controlled win rates compare every model with; empty: the "
+        "system in the most pairs.",
+    )
+    pl_usd_per_1000 = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        default=0,
+        help_text="USD per 1,000 pairs scored by a PL reward model (its compute); 0: not priced.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(pl_usd_per_1000__gte=0),
+                name="report_settings_price_not_negative",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"report settings of {self.study}"

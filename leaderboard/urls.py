@@ -13,6 +13,11 @@ urlpatterns = [
         name="study_analysis",
     ),
     path(
+        "<slug:slug>/analysis/settings/",
+        lazy_view("leaderboard.views.StudyReportSettingsView"),
+        name="study_report_settings",
+    ),
+    path(
         "<slug:slug>/analysis/report.json",
         lazy_view("leaderboard.views.StudyAnalysisReportView"),
         name="study_analysis_report",

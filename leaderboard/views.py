@@ -25,8 +25,8 @@ from django.views import View
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Pair, Study
 from core.broker import BrokerUnavailable
-from leaderboard.forms import AnalysisFilterForm, FollowupForm, LabelPlanForm
-from leaderboard.models import ExportJob
+from leaderboard.forms import AnalysisFilterForm, FollowupForm, LabelPlanForm, ReportSettingsForm
+from leaderboard.models import ExportJob, ReportSettings
 from leaderboard.report import label_budget
 from leaderboard.report.document import (
     Report,
@@ -41,6 +41,7 @@ from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
 from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
 from leaderboard.selectors.frames import study_votes_get
 from leaderboard.selectors.ratings import rated_pair_ids
+from leaderboard.selectors.settings import report_baseline_choices, report_params_for
 from leaderboard.selectors.snapshots import study_data_fingerprint
 from leaderboard.services.export_jobs import (
     export_job_file,
@@ -56,6 +57,7 @@ from leaderboard.services.reports import (
     report_to_json,
     snapshot_payload_required,
 )
+from leaderboard.services.settings import report_settings_update
 
 RETRY_SECONDS = 3
 
@@ -131,6 +133,47 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
         report_recompute_request(study=study, filters=form.filters())
         messages.info(request, "The report is being recomputed.")
         return redirect(f"{request.path}?{request.GET.urlencode()}")
+
+
+class StudyReportSettingsView(ResearcherRequiredMixin, View):
+    """The study's report settings (baseline, PL price): any researcher of the study may change
+    them, as they may recompute the report."""
+
+    def _render(
+        self, request: HttpRequest, study: Study, form: ReportSettingsForm, status: int = 200
+    ) -> HttpResponse:
+        updated = ReportSettings.objects.filter(study=study).select_related("updated_by").first()
+        context = {"study": study, "form": form, "updated": updated}
+        return render(request, "leaderboard/report_settings.html", context, status=status)
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        params = report_params_for(study=study)
+        form = ReportSettingsForm(
+            initial={"baseline": params.baseline, "pl_usd_per_1000": params.pl_usd_per_1000},
+            systems=report_baseline_choices(study=study),
+        )
+        return self._render(request, study, form)
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = get_study_or_404(request, slug)
+        form = ReportSettingsForm(request.POST, systems=report_baseline_choices(study=study))
+        if form.is_valid():
+            try:
+                report_settings_update(
+                    study=study,
+                    user=request.user,
+                    baseline=form.cleaned_data["baseline"],
+                    pl_usd_per_1000=form.cleaned_data["pl_usd_per_1000"],
+                )
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    for error in errors:
+                        form.add_error(field, error)
+            else:
+                messages.info(request, "Report settings saved; the report is being recomputed.")
+                return redirect("leaderboard:study_analysis", slug=study.slug)
+        return self._render(request, study, form, status=400)
 
 
 class StudyAnalysisTableView(ResearcherRequiredMixin, View):

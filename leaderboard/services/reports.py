@@ -59,6 +59,7 @@ from leaderboard.selectors.frames import (
     study_raters_resolve,
     study_votes_get,
 )
+from leaderboard.selectors.settings import report_params_for
 from leaderboard.selectors.snapshots import (
     extras_data_hash,
     report_snapshot_get,
@@ -314,8 +315,9 @@ def report_state_get(
 ) -> ReportState:
     """The page's view of a report: the snapshot of the key and whether it is current, from the
     study's data fingerprint (index lookups; the study's rows are not read; pass it when the
-    request read it already). A stale or missing report is queued for the analysis worker."""
-    params = params or ReportParams()
+    request read it already). A stale or missing report is queued for the analysis worker.
+    Without `params`, the study's report settings (report_params_for)."""
+    params = params or report_params_for(study=study)
     fingerprint = fingerprint or study_data_fingerprint(study=study)
     snapshot = report_snapshot_for(study=study, filters=filters, params=params)
     if snapshot.payload is not None and snapshot.fingerprint == fingerprint:
@@ -326,14 +328,16 @@ def report_state_get(
 
 
 def report_recompute_request(*, study: Study, filters: VoteFilters) -> ReportSnapshot:
-    """Mark the snapshot of these filters (default parameters) stale and queue its computation:
-    for data edited in place, which the fingerprint does not see (an answer's text).
+    """Mark the snapshot of these filters (and the study's report settings) stale and queue its
+    computation: for data edited in place, which the fingerprint does not see (an answer's
+    text).
 
     Requests are merged by key, never lost: while a computation is queued, another request
     queues nothing (60 clicks, one task); while one runs, the request only bumps
     `recompute_requests`, and the running computation, seeing the bump when it stores its
     result, leaves the snapshot stale and queues exactly one more (see _compute_into)."""
-    snapshot = report_snapshot_for(study=study, filters=filters, params=ReportParams())
+    params = report_params_for(study=study)
+    snapshot = report_snapshot_for(study=study, filters=filters, params=params)
     ReportSnapshot.objects.filter(pk=snapshot.pk).update(
         fingerprint="", recompute_requests=F("recompute_requests") + 1
     )
@@ -432,7 +436,7 @@ def agreement_report_snapshot(
     `recompute` is asked (for the command line, export builds and tests; pages use
     :func:`report_state_get`)."""
     filters = filters or VoteFilters()
-    params = params or ReportParams()
+    params = params or report_params_for(study=study)
     snapshot = report_snapshot_for(study=study, filters=filters, params=params)
     fingerprint = study_data_fingerprint(study=study)
     if not recompute and snapshot.payload is not None and snapshot.fingerprint == fingerprint:

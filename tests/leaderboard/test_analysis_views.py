@@ -29,10 +29,10 @@ from tests.judges.integration import broker_purge
 from tests.leaderboard.conftest import analysis_worker_run, get_computed
 
 # Session, user, roles (researcher, admin), study with membership, the data fingerprint (one
-# statement), the snapshot, and the serving of the report; the filter and follow-up forms'
-# choices come from the cache under the fingerprint. Pinned, so that a page that starts reading
-# the study's rows again is noticed.
-PAGE_QUERIES = 8
+# statement), the study's report settings (one primary-key read), the snapshot, and the serving
+# of the report; the filter and follow-up forms' choices come from the cache under the
+# fingerprint. Pinned, so that a page that starts reading the study's rows again is noticed.
+PAGE_QUERIES = 9
 
 
 @pytest.fixture

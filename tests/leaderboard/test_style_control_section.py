@@ -72,6 +72,12 @@ class World:
 
 @pytest.fixture
 def world(cast: Cast) -> World:
+    return style_world_build(cast)
+
+
+def style_world_build(cast: Cast) -> World:
+    """30 prompts of three systems (base in the most pairs), three raters who prefer the longer
+    answer four times in five, and a judge that ignores length."""
     rng = random.Random(5)
     study = cast.study
     workers = [cast.worker_one, cast.worker_two]
