@@ -6,12 +6,12 @@ each time, never kept as a counter. Claimers lock the pair row before they count
 can never both take the last slot; they lock with SKIP LOCKED and so never wait on each other,
 falling back to waiting only when every open pair they could take is locked.
 
-A claim pass is one statement: the PL/pgSQL function annotation_claim_pass (created by migration
-annotation/0008), which takes the locks described above _claim_pass and returns the reservation
-with the worker's submitted count, so the caller needs no count of its own for progress. Its
-statements are planned for each call's own values (PostgreSQL's default plan mode): generic
-plans, tried in migration annotation/0010, made the claim slower on a study of a million pairs
-and were undone by 0011.
+A claim pass is one statement: the PL/pgSQL function annotation_claim_pass (its source, with its
+lock notes: annotation/sql/annotation_claim_pass.sql), which takes the locks described above
+_claim_pass and returns the reservation with the worker's submitted count, so the caller needs no
+count of its own for progress. Its statements are planned for each call's own values
+(PostgreSQL's default plan mode): generic plans, tried in migration annotation/0010, made the
+claim slower on a study of a million pairs and were undone by 0011.
 """
 
 from __future__ import annotations
@@ -101,8 +101,9 @@ def assignment_claim_next(*, worker: Worker) -> Assignment | None:
     return assignment_claim(worker=worker).assignment
 
 
-# One pass of the claim: SELECT annotation_claim_pass(...), a PL/pgSQL function (migration
-# annotation/0008) whose statements each read a fresh snapshot (READ COMMITTED, VOLATILE).
+# One pass of the claim: SELECT annotation_claim_pass(...), a PL/pgSQL function
+# (annotation/sql/annotation_claim_pass.sql) whose statements each read a fresh snapshot
+# (READ COMMITTED, VOLATILE).
 #
 # Locks taken, in this order, until the pass's transaction commits:
 #   1. FOR UPDATE on the worker's row (annotation_worker): one worker's claims run one at a time.

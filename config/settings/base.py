@@ -54,6 +54,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "axes",
+    # core holds no models; it is an app for its management commands (sqlmigration).
+    "core",
     "annotation",
     "judges",
     "leaderboard",

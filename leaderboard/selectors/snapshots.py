@@ -184,7 +184,7 @@ def study_data_fingerprint(*, study: Study) -> str:
 
     A row added, finished or excluded changes it; so does a run changing status, and a row
     deleted anywhere (the counters are kept by statement-level triggers, see
-    annotation/migrations/0009_row_deletions.py; global, so a deletion in another study marks
+    annotation/sql/annotation_count_deletions.sql; global, so a deletion in another study marks
     this one changed too). Rows edited in place without any of those (an answer's text changed
     in the admin) do not: ask for a recompute on the page for those.
     """
