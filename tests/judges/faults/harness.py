@@ -43,6 +43,9 @@ SUITE_ENV = {
     "CONCORD_JUDGE_RATE_WINDOW_SECONDS": "4",
     "CONCORD_JUDGE_MAX_ATTEMPTS": "10",
     "CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS": "0.5",
+    # A PL run's scoring lease (a heartbeat every second) and its reconciler every second.
+    "CONCORD_REWARD_SCORE_LEASE_SECONDS": "4",
+    "CONCORD_REWARD_RECONCILE_SECONDS": "1",
     "LOG_LEVEL": "WARNING",
 }
 DEADLINE = float(SUITE_ENV["CONCORD_JUDGE_TIMEOUT_SECONDS"])
@@ -80,15 +83,24 @@ class Cluster:
     def env(self) -> dict[str, str]:
         return SUITE_ENV | {"REDIS_URL": self.limiter_url}
 
-    def worker(self, *, concurrency: int = 4, wait: bool = True) -> WorkerProcess:
+    def worker(
+        self,
+        *,
+        concurrency: int = 4,
+        wait: bool = True,
+        queues: str = "llm_judge,judge_reconcile",
+        pool: str = "threads",
+        env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
         self.count += 1
         worker = worker_start(
             self.tmp,
             f"fw{self.count}",
             broker_url=self.broker_url,
-            pool="threads",
+            pool=pool,
             concurrency=concurrency,
-            env=self.env(),
+            env=self.env() | (env or {}),
+            queues=queues,
             wait=wait,
         )
         self.workers.append(worker)

@@ -6,7 +6,9 @@ Every scenario asserts: no call lost, none duplicated, every run terminal, no re
 its Retry-After time, none longer than its deadline, and every reply paid more than once is on
 the run's ledger ("possibly charged twice"); the scenarios without a kill, a dropped connection
 or a timeout pay nothing twice at all. The counts of each scenario are printed, and the table
-of all of them closes the test session.
+of all of them closes the test session. A last scenario kills the reward_model worker scoring a
+PL run and checks that the run is queued again within its lease and finished by another worker,
+each answer scored and each pair's call made once.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ import pytest
 from django.db.models import Sum
 from django.urls import reverse
 
-from judges.models import JudgeCall, JudgeRun
+from annotation.models import Answer
+from judges.models import AnswerScore, JudgeCall, JudgeRun
+from judges.reward.services import TrainingRequest, pl_training_execute, pl_training_start
 from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
 from tests.conftest import PASSWORD
 from tests.judges.conftest import make_llm_judge, make_marked_pairs, pair_key
 from tests.judges.fake_openai import Fault
 from tests.judges.faults.harness import (
     RESULTS,
+    SUITE_ENV,
     TERMINAL,
     Counts,
     calls_by_status,
@@ -36,7 +41,8 @@ from tests.judges.faults.harness import (
     terminate_backends,
     wait_terminal,
 )
-from tests.judges.integration import wait_for
+from tests.judges.integration import broker_purge, wait_for
+from tests.judges.reward.conftest import ranked_study
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
@@ -246,3 +252,116 @@ def test_the_budget_cap_stops_the_run_and_counts_every_paid_call(suite, paid_fak
     # Calls already claimed when the cap was reached still finish: at most one per thread.
     assert 100 <= counts.done <= 100 + suite.threads()
     assert counts.paid == counts.done and counts.pending == 300 - counts.done
+
+
+def test_a_killed_worker_scoring_a_pl_run_is_replaced_within_its_lease_not_the_hour(
+    suite, cast, client, settings, tmp_path
+):
+    """SIGKILL the reward_model worker (parent and child, as a crash would) mid-scoring.
+
+    Its message stays unacknowledged in Redis for the visibility timeout (an hour); the run must
+    instead be queued again once its lease runs out, and a second worker must finish it from the
+    scores already stored: one score per answer, the first worker's kept as they were, one call
+    per pair derived from them.
+    """
+    settings.CONCORD_REWARD_ARTIFACTS_DIR = tmp_path / "models"
+    settings.CONCORD_REWARD_CACHE_DIR = tmp_path / "cache-test"
+    lease = float(SUITE_ENV["CONCORD_REWARD_SCORE_LEASE_SECONDS"])
+    reconcile = float(SUITE_ENV["CONCORD_REWARD_RECONCILE_SECONDS"])
+    broker_purge(suite.broker_url, "reward_model")
+    pairs = ranked_study(cast.study, prompts=8)
+    answers = Answer.objects.filter(prompt__study=cast.study).count()
+    request = TrainingRequest(name="pl-faults", epochs=10, hidden=32, batch_size=8, seed=5)
+    training = pl_training_start(study=cast.study, user=cast.researcher, request=request)
+    assert pl_training_execute(training_id=training.pk) == "done"
+    training.refresh_from_db()
+    assert training.judge is not None
+    # The workers encode afresh (a cache of their own) in batches of 4: eight batches to kill in.
+    worker_env = {
+        "CONCORD_REWARD_ARTIFACTS_DIR": str(tmp_path / "models"),
+        "CONCORD_REWARD_CACHE_DIR": str(tmp_path / "cache-workers"),
+        "CONCORD_REWARD_SCORE_BATCH": "4",
+    }
+    reward = {"queues": "reward_model", "pool": "prefork", "concurrency": 1, "env": worker_env}
+    run = judge_run_start(judge=training.judge, study=cast.study, user=cast.researcher)
+    first = suite.worker(wait=False, **reward)
+    second = None
+    try:
+
+        def scoring_and_beating() -> bool:
+            row = JudgeRun.objects.get(pk=run.pk)
+            beat, began = row.score_heartbeat_at, row.started_at
+            return (
+                row.status == JudgeRun.Status.PENDING
+                and bool(row.score_lease_token)
+                and beat is not None
+                and began is not None
+                and (beat - began).total_seconds() >= lease / 4
+                and AnswerScore.objects.filter(run=run).count() >= 8
+            )
+
+        # The worker claimed the run, its heartbeat renewed the lease, two batches are stored.
+        wait_for(scoring_and_beating, 180, first.text, every=0.05)
+        assert client.login(username=cast.researcher.username, password=PASSWORD)
+        progress = reverse("judges:run_progress", args=[cast.study.slug, run.pk])
+        assert client.get(progress).json()["scoring"].startswith("Scoring, last heartbeat")
+        first.kill()
+        killed = time.monotonic()
+        before = dict(AnswerScore.objects.filter(run=run).values_list("pk", "score"))
+        assert 8 <= len(before) < answers, "the kill came after the scoring"
+        row = JudgeRun.objects.get(pk=run.pk)
+        assert row.score_attempts == 1
+        last_beat = row.score_heartbeat_at
+        assert last_beat is not None
+
+        def lost_and_requeued() -> bool:
+            return client.get(progress).json()["scoring"].startswith("Worker lost, re-queued at")
+
+        wait_for(lost_and_requeued, 60, lambda: client.get(progress).json()["scoring"])
+        requeued = time.monotonic() - killed
+        row = JudgeRun.objects.get(pk=run.pk)
+        assert row.status == JudgeRun.Status.PENDING and row.score_requeued_at is not None
+        # Re-queued within the lease and a reconciler round of the last heartbeat (and slack
+        # for a loaded machine), not after the broker's visibility timeout.
+        late = (row.score_requeued_at - last_beat).total_seconds()
+        assert late <= lease + reconcile + 3, f"re-queued {late:.1f} s after the last heartbeat"
+        second = suite.worker(wait=False, **reward)
+        wait_for(
+            lambda: run_status(run) in TERMINAL,
+            600,
+            lambda: f"run {run_status(run)}\n{second.text()[-3000:]}" if second else "",
+            every=0.2,
+        )
+        finished = time.monotonic() - killed
+    finally:
+        for worker in (first, second):
+            if worker is not None:
+                worker.stop()
+    run.refresh_from_db()
+    scores = dict(AnswerScore.objects.filter(run=run).values_list("answer_id", "score"))
+    calls = list(JudgeCall.objects.filter(run=run).select_related("pair"))
+    print(
+        f"\nPL worker killed: {len(before)} of {answers} answers scored before the kill, "
+        f"re-queued {requeued:.1f} s after it ({late:.1f} s after the last heartbeat), "
+        f"done {finished:.1f} s after it, {run.score_attempts} attempts, "
+        f"{len(calls)} calls for {len(pairs)} pairs"
+    )
+    assert run.status == JudgeRun.Status.DONE, run.note
+    # The second attempt's heartbeat kept its lease: no third claim.
+    assert run.score_attempts == 2
+    # Bounded by the lease, a reconciler round, a worker's start and the rest of the scoring
+    # (a minute or two on a loaded two-core machine), far below the visibility timeout.
+    assert finished < 600 < settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    # Every answer scored once; what the killed worker stored was kept, not scored again.
+    assert len(scores) == answers
+    kept = dict(AnswerScore.objects.filter(pk__in=list(before)).values_list("pk", "score"))
+    assert kept == before
+    # Every pair's call made once, from the stored scores of its two answers.
+    assert len(calls) == len({call.pair_id for call in calls}) == len(pairs)
+    for call in calls:
+        assert call.status == JudgeCall.Status.DONE and call.pair is not None
+        assert (call.score_a, call.score_b) == (
+            scores[call.pair.answer_a_id],
+            scores[call.pair.answer_b_id],
+        )
+    assert "Worker lost" not in client.get(progress).json()["scoring"]
