@@ -226,6 +226,22 @@ class Study(models.Model):
         editable=False,
         help_text="When the submissions' statuses were last read from Prolific.",
     )
+    prolific_auto_approve = models.BooleanField(
+        "approve full-code submissions automatically on Prolific",
+        default=False,
+        help_text="For a draft created from Concord: on, the full completion code's action on "
+        "Prolific approves and pays at once (AUTOMATICALLY_APPROVE); off, its submissions wait "
+        "for review (MANUALLY_REVIEW) on the workers page. The partial and screened-out codes "
+        "always wait for review.",
+    )
+    # Prolific's status of the linked study (UNPUBLISHED, ACTIVE, PAUSED, AWAITING REVIEW,
+    # COMPLETED...), as its API last answered a read, a create or a transition.
+    prolific_study_status = models.CharField(max_length=32, blank=True, editable=False)
+    # The intent to create a draft on Prolific (services/prolific_study.py), recorded before the
+    # call: the key names the draft (its internal_name), so a retry looks it up before creating
+    # another; the lease keeps a second click from calling while the first is under way.
+    prolific_draft_key = models.CharField(max_length=32, blank=True, editable=False)
+    prolific_draft_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     entry_link_required = models.BooleanField(
         "require a signed entry link",
         default=False,

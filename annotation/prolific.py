@@ -1,7 +1,8 @@
 """A small client of Prolific's API for Data Collectors (docs.prolific.com): httpx, deadlines,
 the deployment's base URL (PROLIFIC_API_BASE) on an allow-list of hosts.
 
-Only what Concord uses: a study, its submissions, one submission, their transitions (approve,
+Only what Concord uses: a study (read, list, create as a draft, transition: publish, pause,
+start, stop), its submissions, one submission, their transitions (approve,
 reject, bulk approve, request a return) and bonus payments. Errors fall in three kinds a
 caller can act on: the token was refused (401/403: ask the researcher for a new one), the thing
 asked for does not exist (404), or Prolific could not answer (timeouts, refused connections,
@@ -51,6 +52,7 @@ class ProlificStudy:
     status: str
     places: int
     places_taken: int
+    internal_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,19 @@ def api_base() -> str:
     return base
 
 
+def _study(body: Any) -> ProlificStudy:
+    """A study from "Retrieve a study", the studies list, a create or a transition's reply."""
+    body = body if isinstance(body, dict) else {}
+    return ProlificStudy(
+        id=str(body.get("id", "")),
+        name=str(body.get("name", "")),
+        status=str(body.get("status", "")),
+        places=int(body.get("total_available_places") or 0),
+        places_taken=int(body.get("places_taken") or 0),
+        internal_name=str(body.get("internal_name") or ""),
+    )
+
+
 def _submission(body: Any) -> ProlificSubmission:
     """A submission from "Retrieve a submission" or a transition's reply."""
     body = body if isinstance(body, dict) else {}
@@ -169,8 +184,11 @@ class ProlificClient:
         if status == 404:
             raise ProlificNotFound("Prolific has no such item for this token (404).", status=404)
         if status == 429 or status >= 500:
+            detail = _error_detail(response)
             raise ProlificUnavailable(
-                f"Prolific answered {status}; try again later.", status=status
+                f"Prolific answered {status}; try again later."
+                + (f" Prolific said: {detail}" if detail else ""),
+                status=status,
             )
         if status >= 300:
             detail = _error_detail(response)
@@ -185,13 +203,37 @@ class ProlificClient:
 
     def study_get(self, study_id: str) -> ProlificStudy:
         """GET /api/v1/studies/{id}/."""
-        body = self._call("GET", f"/api/v1/studies/{study_id}/")
-        return ProlificStudy(
-            id=str(body.get("id", "")),
-            name=str(body.get("name", "")),
-            status=str(body.get("status", "")),
-            places=int(body.get("total_available_places") or 0),
-            places_taken=int(body.get("places_taken") or 0),
+        return _study(self._call("GET", f"/api/v1/studies/{study_id}/"))
+
+    def studies_list(self) -> list[ProlificStudy]:
+        """GET /api/v1/studies/: every study of the token's workspace, every page."""
+        out: list[ProlificStudy] = []
+        page = 1
+        while True:
+            body = self._call("GET", "/api/v1/studies/", params={"page": page})
+            rows = body.get("results", []) if isinstance(body, dict) else []
+            out.extend(_study(row) for row in rows)
+            following = ((body.get("_links") or {}).get("next") or {}).get("href")
+            if not following or not rows:
+                return out
+            page += 1
+
+    def study_create(self, payload: dict[str, Any]) -> ProlificStudy:
+        """POST /api/v1/studies/: a draft (UNPUBLISHED) study. NOT idempotent: every call makes
+        another draft, so the caller looks up its internal_name first."""
+        found = _study(self._call("POST", "/api/v1/studies/", json=payload))
+        if not found.id:
+            raise ProlificUnavailable("Prolific's reply to the study creation had no id.")
+        return found
+
+    def study_update(self, study_id: str, fields: dict[str, Any]) -> ProlificStudy:
+        """PATCH /api/v1/studies/{id}/ with the fields to change (idempotent)."""
+        return _study(self._call("PATCH", f"/api/v1/studies/{study_id}/", json=fields))
+
+    def study_transition(self, study_id: str, *, action: str) -> ProlificStudy:
+        """POST /api/v1/studies/{id}/transition/ with PUBLISH, PAUSE, START or STOP."""
+        return _study(
+            self._call("POST", f"/api/v1/studies/{study_id}/transition/", json={"action": action})
         )
 
     def submission_get(self, submission_id: str) -> ProlificSubmission:

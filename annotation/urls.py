@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import importing, launch, members, pairs, quality, setup, studies
+from annotation.views import (
+    importing,
+    launch,
+    members,
+    pairs,
+    prolific,
+    quality,
+    setup,
+    studies,
+)
 
 app_name = "annotation"
 
@@ -11,7 +20,17 @@ urlpatterns = [
     path("new/", setup.StudyCreateView.as_view(), name="study_create"),
     path("<slug:slug>/", studies.StudyDetailView.as_view(), name="study_detail"),
     path("<slug:slug>/settings/", setup.StudySettingsView.as_view(), name="study_settings"),
-    path("<slug:slug>/prolific/", setup.StudyProlificView.as_view(), name="study_prolific"),
+    path("<slug:slug>/prolific/", prolific.StudyProlificView.as_view(), name="study_prolific"),
+    path(
+        "<slug:slug>/prolific/draft/",
+        prolific.StudyProlificDraftView.as_view(),
+        name="study_prolific_draft",
+    ),
+    path(
+        "<slug:slug>/prolific/transition/",
+        prolific.StudyProlificTransitionView.as_view(),
+        name="study_prolific_transition",
+    ),
     path("<slug:slug>/status/", setup.StudyStatusView.as_view(), name="study_status"),
     path("<slug:slug>/checklist/", launch.StudyChecklistView.as_view(), name="study_checklist"),
     path("<slug:slug>/launch/", launch.StudyLaunchView.as_view(), name="study_launch"),

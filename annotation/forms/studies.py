@@ -134,3 +134,26 @@ class ProlificConnectionForm(forms.Form):
         help_text="The id in the Prolific study's URL (24 characters); Concord reads the study "
         "with the token before it links it.",
     )
+
+
+class ProlificDraftForm(forms.Form):
+    """What a researcher chooses for the draft Concord creates on Prolific; the rest (codes,
+    reward, minutes, the entry link) comes from the study's settings and is shown beside it."""
+
+    name = forms.CharField(
+        label="Title on Prolific",
+        max_length=200,
+        help_text="What participants see in Prolific's list of studies.",
+    )
+    description = forms.CharField(
+        label="Description on Prolific",
+        max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What participants read before they start (what the task is, how long).",
+    )
+    places = forms.IntegerField(
+        label="Places",
+        min_value=1,
+        max_value=100_000,
+        help_text="How many participants Prolific recruits; entry is capped at this many.",
+    )

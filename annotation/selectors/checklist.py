@@ -164,9 +164,21 @@ def study_checklist(*, study: Study) -> Checklist:
     return Checklist(items=tuple(items))
 
 
+def _workers_for(study: Study, *, regular: int) -> int:
+    """Workers the regular pairs need at the study's overlap and target, rounded up."""
+    judgments = regular * study.overlap
+    return -(-judgments // study.target_per_worker) if study.target_per_worker else 0
+
+
+def study_workers_needed(*, study: Study) -> int:
+    """About how many workers the study needs (the checklist's pairs line): places to ask for."""
+    regular = Pair.objects.filter(study=study, is_gold=False).count()
+    return _workers_for(study, regular=regular)
+
+
 def _pairs_item(study: Study, *, regular: int, gold: int) -> ChecklistItem:
     judgments = regular * study.overlap
-    workers = -(-judgments // study.target_per_worker) if study.target_per_worker else 0
+    workers = _workers_for(study, regular=regular)
     detail = (
         f"{regular} pairs and {gold} gold pairs; at overlap {study.overlap} that is {judgments} "
         f"judgments, about {workers} workers at {study.target_per_worker} each"
@@ -222,6 +234,21 @@ def _verification_item(study: Study) -> ChecklistItem:
     )
 
 
+def _prolific_state(study: Study) -> str:
+    """Where the linked Prolific study stands, as Concord last read it: linked, draft,
+    published (and recruiting, paused) or stopped."""
+    status = study.prolific_study_status
+    if not status:
+        return " (linked)"
+    if status == "UNPUBLISHED":
+        return " (draft on Prolific, not published: publish it from the Prolific connection page)"
+    if status in ("ACTIVE", "SCHEDULED", "PUBLISHING"):
+        return f" (published on Prolific: {status})"
+    if status == "PAUSED":
+        return " (published on Prolific, paused)"
+    return f" (stopped on Prolific: {status})"
+
+
 def _panel_item(study: Study) -> ChecklistItem:
     fields = (
         ("Prolific study id", study.prolific_study_id),
@@ -231,7 +258,9 @@ def _panel_item(study: Study) -> ChecklistItem:
     if missing:
         detail = "missing: " + ", ".join(missing)
     else:
-        detail = f"study id {study.prolific_study_id}, full code {study.completion_code}"
+        detail = f"study id {study.prolific_study_id}{_prolific_state(study)}, full code " + (
+            study.completion_code
+        )
     if study.partial_completion_code:
         detail += f", partial code {study.partial_completion_code}"
     else:

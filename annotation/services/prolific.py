@@ -102,7 +102,7 @@ def prolific_token_source(*, study: Study) -> str:
 
 
 def prolific_connection_test(*, study: Study, prolific_study_id: str = "") -> ProlificStudy:
-    """Read the linked Prolific study with the stored token; keep its places on the study.
+    """Read the linked Prolific study with the stored token; keep its places and status.
 
     Raises ProlificError (ProlificTokenRefused for a wrong token, ProlificNotFound for a study
     this token cannot see) with a message for the researcher.
@@ -111,8 +111,10 @@ def prolific_connection_test(*, study: Study, prolific_study_id: str = "") -> Pr
     if not study_id:
         raise ProlificError("Set the Prolific study id first (from the study's URL on Prolific).")
     found = prolific_client(study=study).study_get(study_id)
-    Study.objects.filter(pk=study.pk).update(prolific_places=found.places)
-    study.prolific_places = found.places
+    Study.objects.filter(pk=study.pk).update(
+        prolific_places=found.places, prolific_study_status=found.status
+    )
+    study.prolific_places, study.prolific_study_status = found.places, found.status
     return found
 
 

@@ -63,6 +63,7 @@ SETTINGS_FIELDS: tuple[str, ...] = (
     "screened_out_code",
     "completion_url",
     "prolific_study_id",
+    "prolific_auto_approve",
     "prolific_unverified_max",
     "entry_link_required",
     "entry_attempts_per_minute",

@@ -12,18 +12,10 @@ from django.shortcuts import redirect, render
 from django.views import View
 
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
-from annotation.forms.studies import ProlificConnectionForm, StudyCreateForm, StudySettingsForm
+from annotation.forms.studies import StudyCreateForm, StudySettingsForm
 from annotation.models import Study
-from annotation.prolific import ProlificError
 from annotation.rendering import markdown_render_safe
 from annotation.selectors.studies import user_may_configure_study
-from annotation.services.prolific import (
-    prolific_connection_test,
-    prolific_study_link,
-    prolific_token_clear,
-    prolific_token_set,
-    prolific_token_source,
-)
 from annotation.services.studies import (
     SETTINGS_FIELDS,
     studies_status_set,
@@ -129,52 +121,3 @@ class StudyStatusView(ResearcherRequiredMixin, View):
                 f"{target.label.lower()}.",
             )
         return redirect("annotation:study_detail", slug=study.slug)
-
-
-class StudyProlificView(ResearcherRequiredMixin, View):
-    """Connect the study to Prolific: paste the API token, link the Prolific study, test."""
-
-    template_name = "annotation/study_prolific.html"
-
-    def _render(
-        self, request: HttpRequest, study: Study, form: ProlificConnectionForm, status: int = 200
-    ) -> HttpResponse:
-        context = {
-            "study": study,
-            "form": form,
-            "token_source": prolific_token_source(study=study),
-        }
-        return render(request, self.template_name, context, status=status)
-
-    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        study = study_for_config_or_404(request, slug)
-        form = ProlificConnectionForm(initial={"prolific_study_id": study.prolific_study_id})
-        return self._render(request, study, form)
-
-    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
-        study = study_for_config_or_404(request, slug)
-        action = request.POST.get("action", "save")
-        if action == "clear":
-            prolific_token_clear(study=study)
-            messages.success(request, "The Prolific token is forgotten; entry is unverified.")
-            return redirect("annotation:study_prolific", slug=study.slug)
-        form = ProlificConnectionForm(request.POST)
-        if not form.is_valid():
-            return self._render(request, study, form, status=400)
-        try:
-            if form.cleaned_data["token"]:
-                prolific_token_set(study=study, token=form.cleaned_data["token"])
-            wanted = form.cleaned_data["prolific_study_id"]
-            if action == "test" or not wanted or wanted == study.prolific_study_id:
-                found = prolific_connection_test(study=study, prolific_study_id=wanted)
-            else:
-                found = prolific_study_link(study=study, prolific_study_id=wanted)
-        except (ProlificError, ValueError) as exc:
-            form.add_error(None, getattr(exc, "message", str(exc)))
-            return self._render(request, study, form, status=400)
-        messages.success(
-            request,
-            f"Connected to Prolific: study {found.name!r} ({found.id}), {found.status}, "
-            f"{found.places} places ({found.places_taken} taken).",
-        )
-        return redirect("annotation:study_prolific", slug=study.slug)

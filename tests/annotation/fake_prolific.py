@@ -3,6 +3,21 @@
 It speaks the endpoints Concord uses, with the paths, bodies and statuses of docs.prolific.com
 (API reference, read 2026-12):
 - GET  /api/v1/studies/{id}/                      the study object (status, places, reward)
+- GET  /api/v1/studies/                           {"results": [...], "_links": ..., "meta": ...}:
+                                                  every study of the token's workspace
+- POST /api/v1/studies/                           create a draft: 201 with the study, status
+                                                  UNPUBLISHED; the documented required fields
+                                                  (name, description, external_study_url,
+                                                  prolific_id_option, completion_codes with
+                                                  code / code_type / actions, places, estimated
+                                                  time, reward in cents) or 400 naming each.
+                                                  NOT idempotent: every call makes another draft
+- PATCH /api/v1/studies/{id}/                     update fields of a study (its URL, ...)
+- POST /api/v1/studies/{id}/transition/           {"action": "PUBLISH" | "PAUSE" | "START" |
+                                                  "STOP"}: UNPUBLISHED -> ACTIVE (publish),
+                                                  ACTIVE -> PAUSED (pause), PAUSED -> ACTIVE
+                                                  (start), ACTIVE or PAUSED -> AWAITING REVIEW
+                                                  (stop); any other 400
 - GET  /api/v1/submissions/?study={id}            {"results": [...], "_links": ..., "meta": ...}
 - GET  /api/v1/submissions/{id}/                  one submission ("participant", "study_id", ...)
 - POST /api/v1/submissions/{id}/transition/       {"action": "APPROVE" | "REJECT", "message",
@@ -74,12 +89,14 @@ class Request:
 
 @dataclass
 class Fault:
-    """Fail `times` requests whose path starts with `path` (any, when empty) as `kind`."""
+    """Fail `times` requests whose path starts with `path` (any, when empty) and whose method is
+    `method` (any, when empty) as `kind`."""
 
     kind: str
     path: str = ""
     times: int = 1
     seconds: float = 3.0
+    method: str = ""
 
 
 @dataclass
@@ -148,10 +165,10 @@ class FakeProlific:
         with self.lock:
             self.faults.append(fault)
 
-    def take_fault(self, path: str) -> Fault | None:
+    def take_fault(self, path: str, method: str = "") -> Fault | None:
         with self.lock:
             for fault in self.faults:
-                if fault.times > 0 and path.startswith(fault.path):
+                if fault.times > 0 and path.startswith(fault.path) and fault.method in ("", method):
                     fault.times -= 1
                     return fault
         return None
@@ -239,6 +256,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         self._handle("POST")
 
+    def do_PATCH(self) -> None:  # noqa: N802 - stdlib name
+        self._handle("PATCH")
+
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
@@ -258,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
                     authorization=self.headers.get("Authorization", ""),
                 )
             )
-        fault = state.take_fault(url.path)
+        fault = state.take_fault(url.path, method)
         if fault is not None:
             if fault.kind == "timeout":
                 time.sleep(fault.seconds)
@@ -283,11 +303,27 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         state = self.state
         with state.lock:
-            if method == "GET" and len(parts) == 2 and parts[0] == "studies":
+            if method == "GET" and parts == ["studies"]:
+                results = list(state.studies.values())
+                return self._send(
+                    200,
+                    {
+                        "results": results,
+                        "_links": {"next": {"href": None}, "previous": {"href": None}},
+                        "meta": {"count": len(results)},
+                    },
+                )
+            if method == "POST" and parts == ["studies"]:
+                return self._study_create(body)
+            if method in ("GET", "PATCH") and len(parts) == 2 and parts[0] == "studies":
                 study = state.studies.get(parts[1])
                 if study is None:
                     return self._error(404, "Not found", "Study not found.")
+                if method == "PATCH":
+                    study.update(body)
                 return self._send(200, study)
+            if method == "POST" and parts[:1] == ["studies"] and parts[2:] == ["transition"]:
+                return self._study_transition(parts[1], body)
             if method == "GET" and parts == ["submissions"]:
                 study_id = (query.get("study") or [""])[0]
                 results = [
@@ -331,6 +367,61 @@ class _Handler(BaseHTTPRequestHandler):
                     "Payments will be completed shortly.",
                 )
         return self._error(404, "Not found", "Not found.")
+
+    def _study_create(self, body: dict[str, Any]) -> None:
+        problems: dict[str, list[str]] = {}
+        for name in ("name", "description", "external_study_url"):
+            if not isinstance(body.get(name), str) or not body[name].strip():
+                problems[name] = ["This field is required."]
+        if body.get("prolific_id_option") not in ("question", "url_parameters", "not_required"):
+            problems["prolific_id_option"] = ["Not a valid choice."]
+        for name in ("total_available_places", "estimated_completion_time", "reward"):
+            value = body.get(name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value < 1:
+                problems[name] = ["A positive number is required."]
+        codes = body.get("completion_codes")
+        if not isinstance(codes, list) or not codes:
+            problems["completion_codes"] = ["Specify at least one completion code."]
+        else:
+            seen = [c.get("code") for c in codes if isinstance(c, dict)]
+            shapes_ok = all(
+                isinstance(c, dict)
+                and isinstance(c.get("code"), str)
+                and isinstance(c.get("code_type"), str)
+                and isinstance(c.get("actions"), list)
+                and all(isinstance(a, dict) and a.get("action") for a in c["actions"])
+                for c in codes
+            )
+            if not shapes_ok or len(set(seen)) != len(codes):
+                problems["completion_codes"] = ["Each code needs code, code_type and actions."]
+        if problems:
+            return self._error(400, "Bad request", problems)
+        # The route holds the state's lock: the study goes in directly.
+        study = {**body, "id": prolific_id(), "status": "UNPUBLISHED", "places_taken": 0}
+        self.state.studies[study["id"]] = study
+        return self._send(201, study)
+
+    def _study_transition(self, study_id: str, body: dict[str, Any]) -> None:
+        study = self.state.studies.get(study_id)
+        if study is None:
+            return self._error(404, "Not found", "Study not found.")
+        action = str(body.get("action", ""))
+        moves = {
+            ("PUBLISH", "UNPUBLISHED"): "ACTIVE",
+            ("PAUSE", "ACTIVE"): "PAUSED",
+            ("START", "PAUSED"): "ACTIVE",
+            ("STOP", "ACTIVE"): "AWAITING REVIEW",
+            ("STOP", "PAUSED"): "AWAITING REVIEW",
+        }
+        if action not in ("PUBLISH", "PAUSE", "START", "STOP"):
+            return self._error(400, "Bad request", {"action": ["Invalid action."]})
+        new = moves.get((action, study["status"]))
+        if new is None:
+            return self._error(
+                400, "Bad request", f"Cannot {action} a study in {study['status']} status."
+            )
+        study["status"] = new
+        return self._send(200, study)
 
     def _transition(self, submission_id: str, body: dict[str, Any]) -> None:
         submission = self.state.submissions.get(submission_id)
