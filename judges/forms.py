@@ -77,7 +77,11 @@ class PLTrainingForm(forms.Form):
         ],
     )
     checkpoint = forms.CharField(
-        required=False, help_text="Folder of a sequence-classification checkpoint (num_labels=1)."
+        required=False,
+        help_text=(
+            "Name of a sequence-classification checkpoint (num_labels=1) under the server's "
+            "checkpoints root."
+        ),
     )
     epochs = forms.IntegerField(min_value=1, max_value=10_000, initial=40)
     learning_rate = forms.FloatField(min_value=1e-8, initial=1e-3)

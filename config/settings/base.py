@@ -153,6 +153,13 @@ CONCORD_REWARD_ARTIFACTS_DIR = env.path(
 CONCORD_REWARD_CACHE_DIR = env.path(
     "CONCORD_REWARD_CACHE_DIR", default=str(Path(str(CONCORD_VAR_DIR)) / "reward" / "embeddings")
 )
+# The only folders a researcher's "Hugging Face checkpoint" field may name (the PL model's hf
+# mode): folders under this root, resolved (links and `..` followed); anything else gets one
+# error that says nothing of the server's files.
+CONCORD_PL_CHECKPOINTS_ROOT = env.path(
+    "CONCORD_PL_CHECKPOINTS_ROOT",
+    default=str(Path(str(CONCORD_VAR_DIR)) / "reward" / "checkpoints"),
+)
 # A running training whose worker wrote no epoch for this long is marked failed (its worker
 # died); a retry trains it again.
 CONCORD_REWARD_HEARTBEAT_STALE_SECONDS: int = env.int(

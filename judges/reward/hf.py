@@ -10,12 +10,14 @@ Everything loads with ``local_files_only``: nothing is downloaded, ever.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from django.conf import settings
 
 from judges.reward import encoder  # noqa: F401 - sets HF_HUB_OFFLINE before transformers loads
 
@@ -26,29 +28,62 @@ class CheckpointError(ValueError):
     """The checkpoint folder is missing or is not a one-logit sequence classifier."""
 
 
-def checkpoint_check(path: str | Path) -> dict[str, Any]:
-    """Return the checkpoint's config as a dict; raise CheckpointError naming what is wrong."""
+# The one answer for a checkpoint that is not a folder under the root: the same whether the path
+# is missing, outside the root, a file, a link out of it or unreadable, so the field cannot be
+# used to learn which folders exist on the server.
+CHECKPOINT_REFUSED = (
+    "not a checkpoint folder of this server: give the name of a folder under the checkpoints "
+    "root (CONCORD_PL_CHECKPOINTS_ROOT)"
+)
+
+
+def checkpoint_resolve(value: str) -> Path:
+    """The folder a checkpoint field names, resolved (links and `..` followed), when it lies under
+    CONCORD_PL_CHECKPOINTS_ROOT; CheckpointError(CHECKPOINT_REFUSED) for anything else.
+
+    `value` is a path relative to the root (`pythia-1.4b-pl`) or an absolute one inside it."""
+    root = Path(str(settings.CONCORD_PL_CHECKPOINTS_ROOT))
+    if not value.strip() or "\x00" in value:
+        raise CheckpointError(CHECKPOINT_REFUSED)
+    try:
+        real_root = root.resolve(strict=True)
+        folder = (root / value.strip()).resolve(strict=True)
+        inside = folder != real_root and folder.is_relative_to(real_root)
+        usable = inside and folder.is_dir() and os.access(folder, os.R_OK | os.X_OK)
+    except (OSError, RuntimeError, ValueError):  # missing, a link loop, a bad name
+        usable = False
+    if not usable:
+        raise CheckpointError(CHECKPOINT_REFUSED)
+    return folder
+
+
+def checkpoint_check(path: str | Path, *, name: str | None = None) -> dict[str, Any]:
+    """Return the checkpoint's config as a dict; raise CheckpointError naming what is wrong.
+
+    `name` is how the folder is named in the errors (a researcher's field gives the name under
+    the checkpoints root, never the server's absolute path)."""
     folder = Path(path)
+    shown = repr(name if name is not None else str(folder))
     if not folder.is_dir():
-        raise CheckpointError(f"checkpoint folder {str(folder)!r} does not exist")
+        raise CheckpointError(f"checkpoint folder {shown} does not exist")
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise CheckpointError(f"checkpoint folder {str(folder)!r} has no config.json")
+        raise CheckpointError(f"checkpoint folder {shown} has no config.json")
     config: dict[str, Any] = json.loads(config_file.read_text())
     architectures = config.get("architectures") or []
     if not any(name.endswith("ForSequenceClassification") for name in architectures):
         raise CheckpointError(
-            f"checkpoint {str(folder)!r} is a {', '.join(architectures) or 'model of no named'} "
+            f"checkpoint {shown} is a {', '.join(architectures) or 'model of no named'} "
             "architecture, not a sequence classifier (…ForSequenceClassification)"
         )
     labels = config.get("num_labels") or len(config.get("id2label") or {}) or 2
     if labels != 1:
         raise CheckpointError(
-            f"checkpoint {str(folder)!r} has num_labels={labels}; a reward model has one score "
+            f"checkpoint {shown} has num_labels={labels}; a reward model has one score "
             "(num_labels=1)"
         )
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
-        raise CheckpointError(f"checkpoint folder {str(folder)!r} holds no weights")
+        raise CheckpointError(f"checkpoint folder {shown} holds no weights")
     return {**config, "num_labels": labels}
 
 

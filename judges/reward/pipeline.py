@@ -186,9 +186,10 @@ def train_and_save(*, training: PLTraining, still_mine: EpochRecorder) -> Traine
             model, tokenizer = hf.hf_load(source, fresh_head=True)
             label = f"{params['backbone']} (fine-tuned)"
         else:
-            source = params["checkpoint"]
+            # Resolved again here: the root is checked when the worker reads the folder too.
+            source = str(hf.checkpoint_resolve(params["checkpoint"]))
             model, tokenizer = hf.hf_load(source)
-            label = source
+            label = params["checkpoint"]
         device = hf.device_pick()
         model.to(device)
         max_length = hf.max_length_of(model, tokenizer)

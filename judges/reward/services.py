@@ -112,10 +112,13 @@ def training_request_check(*, study: Study, request: TrainingRequest) -> dict[st
     if request.mode not in BACKBONE_MODES:
         errors["mode"] = f"unknown backbone mode {request.mode!r}; one of {list(BACKBONE_MODES)}"
     elif request.mode == BACKBONE_HF:
-        from judges.reward.hf import CheckpointError, checkpoint_check
+        from judges.reward.hf import CheckpointError, checkpoint_check, checkpoint_resolve
 
         try:
-            checkpoint_check(request.checkpoint)
+            # Only folders under the checkpoints root, and the errors name the folder as given.
+            checkpoint_check(
+                checkpoint_resolve(request.checkpoint), name=request.checkpoint.strip()
+            )
         except CheckpointError as exc:
             errors["checkpoint"] = str(exc)
     else:

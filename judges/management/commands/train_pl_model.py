@@ -41,7 +41,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--mode", choices=BACKBONE_MODES, default="head")
         parser.add_argument("--backbone", default=DEFAULT_BACKBONE)
-        parser.add_argument("--checkpoint", default="", help="local HF folder (--mode hf)")
+        parser.add_argument(
+            "--checkpoint",
+            default="",
+            help="folder under CONCORD_PL_CHECKPOINTS_ROOT (--mode hf)",
+        )
         parser.add_argument("--epochs", type=int, default=40)
         parser.add_argument("--lr", type=float, default=1e-3)
         parser.add_argument("--hidden", type=int, default=256)

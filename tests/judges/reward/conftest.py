@@ -25,6 +25,15 @@ def reward_dirs(settings: LazySettings, tmp_path: Path, embedding_cache: Path) -
     return tmp_path / "models"
 
 
+@pytest.fixture
+def checkpoints_root(settings: LazySettings, tmp_path: Path) -> Path:
+    """A checkpoints root of this test's own (the only folders the checkpoint field may name)."""
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    settings.CONCORD_PL_CHECKPOINTS_ROOT = root
+    return root
+
+
 TOPICS = (
     "bake sourdough bread",
     "change a flat bicycle tyre",

@@ -57,12 +57,12 @@ def test_a_checkpoint_of_the_wrong_kind_is_refused_with_its_reason(tmp_path: Pat
 
 @pytest.mark.django_db
 def test_a_tiny_checkpoint_trains_and_scores_a_study_on_the_cpu(
-    cast: Cast, reward_dirs: Path, tmp_path: Path
+    cast: Cast, reward_dirs: Path, checkpoints_root: Path
 ) -> None:
     pairs = ranked_study(cast.study, prompts=6)
-    checkpoint = tiny_checkpoint(tmp_path / "tiny")
+    tiny_checkpoint(checkpoints_root / "tiny")
     request = TrainingRequest(
-        name="pl-hf", mode="hf", checkpoint=str(checkpoint), epochs=2, batch_size=8, seed=1
+        name="pl-hf", mode="hf", checkpoint="tiny", epochs=2, batch_size=8, seed=1
     )
     training = pl_training_start(study=cast.study, user=cast.researcher, request=request)
     assert pl_training_execute(training_id=training.pk) == "done"
@@ -84,12 +84,12 @@ def test_a_tiny_checkpoint_trains_and_scores_a_study_on_the_cpu(
 
 @pytest.mark.django_db
 def test_a_wrong_checkpoint_is_refused_before_anything_is_queued(
-    cast: Cast, reward_dirs: Path, tmp_path: Path
+    cast: Cast, reward_dirs: Path, checkpoints_root: Path
 ) -> None:
     ranked_study(cast.study, prompts=2)
-    checkpoint = tiny_checkpoint(tmp_path / "base", kind="base")
-    request = TrainingRequest(name="pl-bad", mode="hf", checkpoint=str(checkpoint))
-    with pytest.raises(ValidationError, match="not a sequence classifier"):
+    tiny_checkpoint(checkpoints_root / "base", kind="base")
+    request = TrainingRequest(name="pl-bad", mode="hf", checkpoint="base")
+    with pytest.raises(ValidationError, match="'base' is a BertModel .*not a sequence classifier"):
         pl_training_start(study=cast.study, user=cast.researcher, request=request)
     assert not PLTraining.objects.exists()
 

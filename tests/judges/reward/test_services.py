@@ -99,7 +99,7 @@ def test_human_labels_train_a_model_that_beats_chance_on_held_out_judgments(
         ("empty", {}, "data", "no ranked lists .* and no human judgments"),
         ("tied", {"sources": ("ranked",)}, "data", "prompt 'q0': answers .* share rank 1"),
         ("ranked", {"k": "5", "sources": ("ranked",)}, "data", "K=5 is larger than every"),
-        ("ranked", {"mode": "hf", "checkpoint": "/nowhere/ckpt"}, "checkpoint", "does not exist"),
+        ("ranked", {"mode": "hf", "checkpoint": "/nowhere/ckpt"}, "checkpoint", "not a checkpoint"),
         ("ranked", {"k": "3", "sources": ("human",)}, "k", "human labels are pairs"),
         ("ranked", {"recipe": "lambdarank"}, "recipe", "unknown recipe"),
     ],
