@@ -7,6 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('annotation', '0024_pair_priority'),
+        ('annotation', '0024_database_objects_from_sql'),
     ]
 
     operations = [
