@@ -11,14 +11,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, Q, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
 from judges.llm.prompts import TEMPLATES, VARIABLES
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, template_hash
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, PanelMember, template_hash
 from judges.services.judges import judge_readiness, judge_validate
+from judges.services.panels import panel_validate
 
 
 def annotated(obj: Any, name: str) -> int:
@@ -57,6 +59,7 @@ class JudgeAdminForm(forms.ModelForm):
             "requests_per_minute",
             "tokens_per_minute",
             "order_policy",
+            "panel_rule",
         ]
         help_texts = {
             "prompt_template": "Variables: " + ", ".join("{" + name + "}" for name in VARIABLES),
@@ -88,9 +91,44 @@ class JudgeAdminForm(forms.ModelForm):
         return data
 
 
+class PanelMemberFormSet(forms.BaseInlineFormSet):
+    """A panel's members, checked as judges.services.panels.panel_create checks them."""
+
+    def clean(self) -> None:
+        super().clean()
+        panel: Judge = self.instance
+        kept = [
+            form.cleaned_data
+            for form in self.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        if panel.kind != Judge.Kind.PANEL:
+            if kept:
+                raise forms.ValidationError("Only a panel judge has members.")
+            return
+        try:
+            panel_validate(
+                study=panel.study,
+                members=[row["member"] for row in kept],
+                weights=[row["weight"] for row in kept],
+                rule=panel.panel_rule,
+            )
+        except ValidationError as exc:
+            raise forms.ValidationError(exc.messages) from exc
+
+
+class PanelMemberInline(admin.TabularInline):
+    model = PanelMember
+    fk_name = "panel"
+    formset = PanelMemberFormSet
+    extra = 0
+    fields = ("member", "weight", "position")
+
+
 @admin.register(Judge)
 class JudgeAdmin(admin.ModelAdmin):
     form = JudgeAdminForm
+    inlines = (PanelMemberInline,)
     list_display = (
         "name",
         "kind",
@@ -132,8 +170,13 @@ class JudgeAdmin(admin.ModelAdmin):
                 )
             },
         ),
+        ("Panel (jury)", {"fields": ("panel_rule",)}),
         ("Record", {"fields": ("created_at",), "classes": ("collapse",)}),
     )
+
+    def get_inlines(self, request: HttpRequest, obj: Judge | None) -> list[Any]:
+        # Members are added once the judge is saved as a panel (its study decides who may sit).
+        return list(self.inlines) if obj is not None and obj.kind == Judge.Kind.PANEL else []
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Judge]:
         return super().get_queryset(request).annotate(run_count=Count("runs"))
@@ -184,7 +227,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
     list_filter = ("status", "judge", "study")
     list_select_related = ("judge", "study")
     search_fields = ("note", "judge__name", "study__slug")
-    raw_id_fields = ("judge", "study", "pairs", "created_by")
+    raw_id_fields = ("judge", "study", "pairs", "panel_sources", "created_by")
     readonly_fields = ("created_by", "created_at", "started_at", "finished_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JudgeRun]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import forms
@@ -159,3 +160,51 @@ class JudgeKeyForm(forms.Form):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="Replaces the judge's key; stored encrypted, never shown again.",
     )
+
+
+class PanelCreateForm(forms.Form):
+    """A panel (jury) of the study's judges; judges.services.panels.panel_create decides."""
+
+    name = forms.CharField(max_length=100, help_text="Unique; shown on run pages and reports.")
+    members = forms.ModelMultipleChoiceField(
+        queryset=Judge.objects.none(),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Two or more of the study's judges (not panels); each needs a done run on "
+        "the study before the panel can run.",
+    )
+    rule = forms.ChoiceField(
+        choices=Judge.PanelRule.choices,
+        help_text="Majority: the members' A / B / tie verdicts, a shared most is a tie. Mean "
+        "Likert: rounded to the nearest score, a half towards the middle.",
+    )
+    weights = forms.CharField(
+        required=False,
+        help_text="Weighted mean only: one positive number per chosen member, in the order "
+        "they are listed (by name), e.g. 3, 1, 1.",
+    )
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the admin's shared judges and this study's own, never a panel.
+        self.fields["members"].queryset = (  # type: ignore[attr-defined]
+            judge_list_for_study(study=study).exclude(kind=Judge.Kind.PANEL).order_by("name")
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        members = sorted(data.get("members") or [], key=lambda judge: judge.name)
+        data["members"] = members
+        data["weight_list"] = None
+        if data.get("rule") == Judge.PanelRule.WEIGHTED:
+            text = (data.get("weights") or "").replace(";", ",")
+            try:
+                weights = [Decimal(part.strip()) for part in text.split(",") if part.strip()]
+            except InvalidOperation:
+                self.add_error("weights", "Write numbers separated by commas, e.g. 3, 1, 1.")
+                return data
+            if len(weights) != len(members):
+                self.add_error(
+                    "weights", f"Give one weight per chosen member ({len(members)} chosen)."
+                )
+            data["weight_list"] = weights
+        return data

@@ -41,6 +41,12 @@ class Judge(models.Model):
         RANDOM = "random", "Baseline: random"
         LONGER = "longer", "Baseline: prefer the longer answer"
         IMPORTED = "imported", "Imported verdicts"
+        PANEL = "panel", "Panel of judges (jury)"
+
+    class PanelRule(models.TextChoices):
+        MAJORITY = "majority", "Majority of the members' verdicts"
+        MEAN_LIKERT = "mean_likert", "Mean of the members' Likert scores"
+        WEIGHTED = "weighted", "Weighted mean of the members' Likert scores"
 
     class OrderPolicy(models.TextChoices):
         BOTH = "both", "Both orders"
@@ -106,6 +112,13 @@ class Judge(models.Model):
         help_text="True when the verdict cannot depend on the order shown (a reward model scores "
         "each answer alone), so there is no position bias to measure.",
     )
+    panel_rule = models.CharField(
+        max_length=12,
+        choices=PanelRule.choices,
+        blank=True,
+        help_text="A panel's rule for combining its members' verdicts (judges.services.panels); "
+        "empty for every other kind.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -119,6 +132,27 @@ class Judge(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PanelMember(models.Model):
+    """One judge on a panel (a jury, judges.services.panels), with its weight in the panel's
+    weighted mean (1 under the other rules)."""
+
+    panel = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="panel_members")
+    member = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="panel_memberships")
+    weight = models.DecimalField(max_digits=8, decimal_places=4, default=Decimal(1))
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["panel_id", "position", "member_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["panel", "member"], name="panel_member_unique"),
+            models.CheckConstraint(condition=Q(weight__gt=0), name="panel_member_weight_positive"),
+            models.CheckConstraint(condition=~Q(panel=F("member")), name="panel_member_not_itself"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.member} on {self.panel} (weight {self.weight})"
 
 
 class JudgeRun(models.Model):
@@ -163,6 +197,11 @@ class JudgeRun(models.Model):
     score_heartbeat_at = models.DateTimeField(null=True, blank=True)
     score_requeued_at = models.DateTimeField(
         null=True, blank=True, help_text="When the reconciler last queued the scoring again."
+    )
+    # A panel run's member runs, whose calls its derived calls combine and whose costs are its
+    # cost in the report (judges.services.panels).
+    panel_sources = models.ManyToManyField(
+        "self", symmetrical=False, blank=True, related_name="panel_runs"
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

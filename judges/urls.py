@@ -11,6 +11,7 @@ app_name = "judges"
 urlpatterns = [
     path("", views.RunListView.as_view(), name="run_list"),
     path("new/", views_judges.JudgeCreateView.as_view(), name="judge_create"),
+    path("panels/new/", views_judges.PanelCreateView.as_view(), name="panel_create"),
     path("<int:judge_id>/", views_judges.JudgeDetailView.as_view(), name="judge_detail"),
     path("<int:judge_id>/test/", views_judges.JudgeTestView.as_view(), name="judge_test"),
     path("<int:judge_id>/key/", views_judges.JudgeKeyView.as_view(), name="judge_key"),

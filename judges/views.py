@@ -75,6 +75,11 @@ class RunListView(ResearcherRequiredMixin, View):
                 f"Run {run.pk} queued: a reward_model worker scores each answer once, then "
                 "writes one call per pair.",
             )
+        elif run.judge.kind == Judge.Kind.PANEL:
+            messages.success(
+                request,
+                f"Run {run.pk} done: {run.calls.count()} calls combined from its members' runs.",
+            )
         else:
             messages.success(request, f"Run {run.pk} started: {run.calls.count()} calls queued.")
         return redirect("judges:run_detail", slug=study.slug, run_id=run.pk)

@@ -19,12 +19,13 @@ from django.views.decorators.debug import sensitive_post_parameters
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Study
 from core.forms import form_errors_to
-from judges.forms import JudgeCreateForm, JudgeKeyForm
+from judges.forms import JudgeCreateForm, JudgeKeyForm, PanelCreateForm
 from judges.models import Judge
 from judges.selectors.judges import judge_get_for_study
 from judges.services.connection import judge_connection_test
 from judges.services.judges import judge_create, judge_readiness
 from judges.services.keys import judge_api_key_set, judge_key_source
+from judges.services.panels import panel_create
 
 
 def _study_for(request: HttpRequest, slug: str, perm: str) -> Study:
@@ -79,6 +80,40 @@ class JudgeCreateView(ResearcherRequiredMixin, View):
         return render(request, self.template_name, context, status=400)
 
 
+class PanelCreateView(ResearcherRequiredMixin, View):
+    """Make a panel (jury) of the study's judges; it runs on their done runs."""
+
+    template_name = "judges/panel_new.html"
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = _study_for(request, slug, "judges.add_judge")
+        form = PanelCreateForm(study=study)
+        return render(request, self.template_name, {"study": study, "form": form})
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        study = _study_for(request, slug, "judges.add_judge")
+        form = PanelCreateForm(request.POST, study=study)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                panel = panel_create(
+                    name=data["name"],
+                    study=study,
+                    members=data["members"],
+                    rule=data["rule"],
+                    weights=data["weight_list"],
+                )
+            except ValidationError as exc:
+                form_errors_to(form, exc)
+            else:
+                messages.success(
+                    request, f"Panel {panel.name} created. Start a run to combine its members."
+                )
+                return redirect("judges:judge_detail", slug=study.slug, judge_id=panel.pk)
+        context = {"study": study, "form": form}
+        return render(request, self.template_name, context, status=400)
+
+
 class JudgeDetailView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str, judge_id: int) -> HttpResponse:
         study = _study_for(request, slug, "judges.view_judge")
@@ -90,6 +125,9 @@ class JudgeDetailView(ResearcherRequiredMixin, View):
             "key_source": judge_key_source(judge=judge),
             "key_form": JudgeKeyForm(),
             "editable": judge.study_id == study.pk and request.user.has_perm("judges.change_judge"),
+            "panel_members": judge.panel_members.select_related("member").order_by(
+                "position", "member_id"
+            ),
         }
         return render(request, "judges/judge_detail.html", context)
 

@@ -21,7 +21,13 @@ from judges.llm.prompts import TEMPLATES
 from judges.models import Judge, OutputFormat, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
 
-RUNNABLE_KINDS = (Judge.Kind.LLM, Judge.Kind.RANDOM, Judge.Kind.LONGER, Judge.Kind.PL)
+RUNNABLE_KINDS = (
+    Judge.Kind.LLM,
+    Judge.Kind.RANDOM,
+    Judge.Kind.LONGER,
+    Judge.Kind.PL,
+    Judge.Kind.PANEL,
+)
 
 
 def judge_validate(*, judge: Judge) -> None:
@@ -161,6 +167,10 @@ def judge_readiness(*, judge: Judge) -> str:
         from judges.reward.scoring import pl_judge_readiness
 
         return pl_judge_readiness(judge=judge)
+    if judge.kind == Judge.Kind.PANEL:
+        from judges.services.panels import panel_readiness
+
+        return panel_readiness(judge=judge)
     if judge.kind != Judge.Kind.LLM:
         return ""
     try:

@@ -104,8 +104,10 @@ def judge_run_start(
     """Create a run with one pending call per pair and order, then queue them after commit.
 
     A single-answer grading judge gets one call per answer and turn instead, its pair verdicts
-    derived when the last is recorded (judges.services.grading). Every prompt the judge would
-    show with a reference answer (the study's reference categories) must have one.
+    derived when the last is recorded (judges.services.grading). A panel (judges.services.
+    panels) combines its members' done runs into a done run at once, queueing nothing. Every
+    prompt the judge would show with a reference answer (the study's reference categories) must
+    have one.
 
     Raise JudgeNotReady when the judge lacks its key or configuration, BrokerUnavailable when
     the broker does not answer (before anything is written), ValidationError for pairs of
@@ -122,6 +124,11 @@ def judge_run_start(
         from judges.reward.scoring import pl_run_start
 
         return pl_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
+    if judge.kind == Judge.Kind.PANEL:
+        # A panel asks nothing: it combines its members' done runs at once (no budget to cap).
+        from judges.services.panels import panel_run_start
+
+        return panel_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
     if pairs is None:
         pair_list = list(study.pairs.order_by("pk"))
     else:

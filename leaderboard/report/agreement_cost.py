@@ -20,7 +20,9 @@ DEFINITION = (
     "vote against the majority of the pair's other votes (held out), over pairs with 2+ votes; "
     "95% interval by bootstrap over prompts. Cost per 1,000 pairs (USD): a judge's summed call "
     "costs on the judge ledger / pairs it judged x 1,000; a PL reward model's the rate the "
-    "researcher set (pl_usd_per_1000; none: not priced); the crowd's one vote per pair, the pay "
+    "researcher set (pl_usd_per_1000; none: not priced); a panel's the sum of its members' (their "
+    "summed call costs on the selected pairs / pairs the panel judged x 1,000, and the rate for "
+    "a PL member); the crowd's one vote per pair, the pay "
     "ledger's judgment pay (not rejected) / judgments paid x 1,000. Agreement per dollar: "
     "agreement / cost per 1,000 pairs. Pareto: no other source costs no more and agrees no less."
 )
@@ -87,6 +89,8 @@ def agreement_cost_compute(data: ReportData) -> AgreementCostResult:
         if source.judge_kind == "pl":
             if params.pl_usd_per_1000 > 0:
                 cost, priced_by = params.pl_usd_per_1000, "rate"
+        elif source.judge_kind == "panel" and source.run_id in costs.index:
+            cost, priced_by = _panel_cost(costs.loc[source.run_id], params.pl_usd_per_1000)
         elif source.run_id in costs.index:
             spent = float(costs.at[source.run_id, "cost_usd"])
             pairs = int(costs.at[source.run_id, "pairs"])
@@ -103,6 +107,18 @@ def agreement_cost_compute(data: ReportData) -> AgreementCostResult:
         per_dollar = prop.share / cost if prop.share is not None and cost else None
         out.append(CostRow(name, kind, prop, cost, priced_by, per_dollar, bool(on_front)))
     return AgreementCostResult(DEFINITION, out)
+
+
+def _panel_cost(row: Any, pl_rate: float) -> tuple[float | None, str]:
+    """A panel's cost per 1,000 pairs: its members' summed ledger cost on the selected pairs /
+    the pairs the panel judged x 1,000, plus the rate for each PL member (none: not priced)."""
+    spent, pairs, pl_members = float(row["cost_usd"]), int(row["pairs"]), int(row["pl_members"])
+    if not pairs or (pl_members and pl_rate <= 0):
+        return None, ""
+    cost = spent / pairs * 1000 + pl_members * pl_rate
+    if cost <= 0:
+        return None, ""
+    return cost, "members' ledgers" + (" and rate" if pl_members else "")
 
 
 def pareto_svg(*, title: str, points: list[tuple[str, float, float, bool]]) -> str:

@@ -31,7 +31,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 
 class ReportPayloadError(ValueError):

@@ -55,7 +55,7 @@ STYLE_PATTERNS: dict[str, tuple[str, str]] = {
 }
 STYLE_COLUMNS = ["pair_id", *(f"{name}_{side}" for side in "ab" for name in STYLE_PATTERNS)]
 _CODE_BLOCK = r"```[^`]*```"
-COST_COLUMNS = ["run_id", "cost_usd", "pairs"]
+COST_COLUMNS = ["run_id", "cost_usd", "pairs", "pl_members"]
 GRADE_COLUMNS = ["run_id", "answer_id", "turn", "grade", "prompt_id", "category", "system"]
 
 
@@ -333,19 +333,44 @@ def report_costs_get(
 ) -> tuple[pd.DataFrame, PeoplePay]:
     """Per run, the summed cost of its calls on the filtered pairs and how many pairs they
     judged (one grouped read of the calls), and the judgment pay of ``judgments`` (the
-    filtered, not excluded judgments of the rater set), rejected entries left out."""
+    filtered, not excluded judgments of the rater set), rejected entries left out.
+
+    A panel run's cost is the sum of its member runs' costs on the filtered pairs (its own
+    derived calls cost nothing), its pairs those it judged, and ``pl_members`` how many of its
+    members are PL reward models, which the report prices at the researcher's rate; 0 for
+    every other run."""
+    # A panel's cost is its members' (judges.services.panels): their runs are read with the
+    # report's, and each panel's row sums theirs.
+    members = list(
+        JudgeRun.panel_sources.through.objects.filter(from_judgerun_id__in=run_ids)
+        .order_by("from_judgerun_id", "to_judgerun_id")
+        .values_list("from_judgerun_id", "to_judgerun_id", "to_judgerun__judge__kind")
+    )
+    read_ids = sorted(set(run_ids) | {member for _, member, _ in members})
     costs = _records(
-        JudgeCall.objects.filter(pair_q(filters, "pair__"), run_id__in=run_ids)
+        JudgeCall.objects.filter(pair_q(filters, "pair__"), run_id__in=read_ids)
         .values("run_id")
         .annotate(cost=Sum("cost_usd"), pairs=Count("pair_id", distinct=True))
         .order_by("run_id")
         .values_list("run_id", "cost", "pairs"),
-        COST_COLUMNS,
+        COST_COLUMNS[:3],
     )
     costs["cost_usd"] = pd.to_numeric(costs["cost_usd"]).astype("float64")
-    graded = _grade_costs(study=study, filters=filters, run_ids=run_ids)
+    graded = _grade_costs(study=study, filters=filters, run_ids=read_ids)
     if graded:
         costs["cost_usd"] += costs["run_id"].map(graded).fillna(0.0)
+    costs["pl_members"] = 0
+    if members:
+        spent = costs.set_index("run_id")["cost_usd"]
+        for panel_id in sorted({panel for panel, _, _ in members}):
+            own = [(m, kind) for p, m, kind in members if p == panel_id]
+            total = float(sum(spent.get(m, 0.0) for m, _ in own))
+            costs.loc[costs["run_id"] == panel_id, "cost_usd"] = total
+            costs.loc[costs["run_id"] == panel_id, "pl_members"] = sum(
+                kind == Judge.Kind.PL for _, kind in own
+            )
+        costs = costs[costs["run_id"].isin(run_ids)].reset_index(drop=True)
+    costs["pl_members"] = costs["pl_members"].astype("int64")
     paid = (
         PayEntry.objects.filter(
             study=study, kind=PayEntry.Kind.JUDGMENT, judgment__in=judgments.values("pk")

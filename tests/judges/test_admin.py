@@ -64,3 +64,41 @@ def test_the_judge_list_shows_what_an_unconfigured_judge_needs(admin_client, mon
     admin_client.post(reverse("admin:judges_judge_add"), form_data())
     page = admin_client.get(reverse("admin:judges_judge_changelist")).content.decode()
     assert "not configured: set OPENAI_API_KEY" in page
+
+
+def test_an_admin_seats_a_panels_members_and_a_nested_panel_is_refused(admin_client):
+    from judges.models import PanelMember
+
+    m1 = Judge.objects.create(name="m1", kind="random")
+    m2 = Judge.objects.create(name="m2", kind="longer")
+    inner = Judge.objects.create(name="inner", kind="panel", panel_rule="majority")
+    panel = Judge.objects.create(name="jury", kind="panel", panel_rule="weighted")
+    url = reverse("admin:judges_judge_change", args=[panel.pk])
+    assert 'id="panel_members-group"' in admin_client.get(url).content.decode()
+
+    def post(*seats):
+        data = form_data(
+            name="jury", kind="panel", panel_rule="weighted", base_url="", api_key_env=""
+        ) | {
+            "start_from": "",
+            "panel_members-TOTAL_FORMS": str(len(seats)),
+            "panel_members-INITIAL_FORMS": "0",
+        }
+        for i, (member, weight) in enumerate(seats):
+            data |= {
+                f"panel_members-{i}-member": str(member.pk),
+                f"panel_members-{i}-weight": weight,
+                f"panel_members-{i}-position": str(i),
+            }
+        return admin_client.post(url, data)
+
+    refused = post((m1, "1"), (inner, "1"))
+    assert refused.status_code == 200 and "cannot sit on a panel" in refused.content.decode()
+    assert post((m1, "2"), (m2, "0")).status_code == 200  # a weight must be positive
+    assert not PanelMember.objects.exists()
+    saved = post((m1, "2"), (m2, "1"))
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    assert sorted(panel.panel_members.values_list("member__name", "weight")) == [
+        ("m1", 2),
+        ("m2", 1),
+    ]
