@@ -305,7 +305,7 @@ SQL_5_1 = """CREATE TRIGGER annotation_pair_deletions AFTER DELETE ON annotation
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0025_prolific_draft"),
+        ("annotation", "0023_study_selection"),
     ]
 
     operations = [
