@@ -39,7 +39,7 @@ SQL_2_1 = """CREATE TRIGGER judges_judgecall_deletions AFTER DELETE ON judges_ju
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("judges", "0011_pl_run_scoring_lease"),
+        ("judges", "0012_panels"),
     ]
 
     operations = [
