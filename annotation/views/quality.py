@@ -88,7 +88,11 @@ class WorkerActionView(ResearcherRequiredMixin, View):
                 changed = pay_entries_review(
                     worker=worker, approve=action == "approve", reason=reason
                 )
-                messages.success(request, f"{label}: {changed} pending entries {action}d.")
+                messages.success(
+                    request,
+                    f"{label}: {changed} pending pay entries {action}d in Concord (Prolific's "
+                    "submission is not changed).",
+                )
             else:
                 messages.error(request, f"Unknown action {action!r}.")
         except AnnotationError as exc:

@@ -292,3 +292,24 @@ def test_without_a_connection_the_page_offers_no_review_and_a_post_says_why(
     page = review(researcher, study, "approve", cast.worker_one)
     assert "Connect the study to Prolific first" in page
     assert fake.requests == []
+
+
+def test_the_rows_pay_buttons_say_they_are_for_pay_here_and_never_call_prolific(
+    researcher: Client, cast: Cast, study: Study, fake: FakeProlific
+) -> None:
+    page = researcher.get(f"/studies/{study.slug}/workers/").content.decode()
+    row = page[page.index(f'id="worker-{cast.worker_one.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert ">Approve pay</button>" in row and ">Reject pay</button>" in row
+    assert ">Approve</button>" not in row and ">Reject</button>" not in row
+    response = researcher.post(
+        f"/studies/{study.slug}/workers/{cast.worker_one.pk}/action/",
+        {"action": "approve"},
+        follow=True,
+    )
+    assert "3 pending pay entries approved in Concord (Prolific&#x27;s submission is not" in (
+        response.content.decode()
+    )
+    assert entries(cast.worker_one) == ["approved"] * 3
+    assert on_prolific(fake, cast.worker_one) == "AWAITING REVIEW"
+    assert fake.requests == []
