@@ -3,6 +3,9 @@
 The GPT-4 judge is the demo study's own, so the demo's researcher can paste its key on the
 judge's page (stored encrypted) without stopping the demo; the baselines are shared.
 
+With the study, a panel of all three (a jury, judges.services.panels; majority of their verdicts)
+is the study's own too: it runs once its members have a done run on the study.
+
 The demo study's Contrast Instructions are built by `leaderboard.services.demo`."""
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from django.db import transaction
 from annotation.models import Study
 from judges.models import Judge
 from judges.services.judges import judge_create
+from judges.services.panels import panel_create
 
 DEMO_JUDGES: tuple[dict[str, object], ...] = (
     {"name": "baseline: random", "kind": Judge.Kind.RANDOM},
@@ -31,6 +35,7 @@ DEMO_JUDGES: tuple[dict[str, object], ...] = (
         "own": True,
     },
 )
+DEMO_PANEL = "jury: random + longer + gpt-4 (majority)"
 
 
 @transaction.atomic
@@ -38,7 +43,8 @@ def demo_judges_ensure(*, study: Study | None = None) -> list[Judge]:
     """Create the demo judges that do not exist yet (by name); return all of them.
 
     With `study`, the judges marked `own` belong to it (one made shared by an older demo is
-    handed to it), so its researchers may replace their keys."""
+    handed to it), so its researchers may replace their keys, and the demo panel of them all
+    (DEMO_PANEL) is made, the study's own."""
     judges = []
     for spec in DEMO_JUDGES:
         fields = {k: v for k, v in spec.items() if k != "own"}
@@ -50,4 +56,11 @@ def demo_judges_ensure(*, study: Study | None = None) -> list[Judge]:
             Judge.objects.filter(pk=judge.pk, study__isnull=True).update(study=owner)
             judge.study = owner
         judges.append(judge)
+    if study is not None:
+        panel = Judge.objects.filter(name=DEMO_PANEL).first()
+        if panel is None:
+            panel = panel_create(
+                name=DEMO_PANEL, study=study, members=judges, rule=Judge.PanelRule.MAJORITY
+            )
+        judges.append(panel)
     return judges

@@ -389,3 +389,50 @@ def test_the_panel_page_is_closed_to_outsiders_and_offers_no_other_studys_judge(
     client.force_login(other)
     assert client.get(url).status_code == 404
     assert not Judge.objects.filter(kind="panel").exists()
+
+
+def test_the_demo_has_a_panel_of_its_three_judges_that_waits_for_their_runs(cast: Cast) -> None:
+    from judges.services.demo import DEMO_PANEL, demo_judges_ensure
+    from judges.services.judges import judge_readiness
+
+    first = demo_judges_ensure(study=cast.study)
+    again = demo_judges_ensure(study=cast.study)
+    assert [j.pk for j in first] == [j.pk for j in again]
+    panel = Judge.objects.get(name=DEMO_PANEL)
+    assert (panel.kind, panel.panel_rule, panel.study) == ("panel", "majority", cast.study)
+    assert [s.member.name for s in panel.panel_members.order_by("position")] == [
+        "baseline: random",
+        "baseline: longer answer",
+        "gpt-4 (H4 Likert)",
+    ]
+    assert judge_readiness(judge=panel) == ""
+    with pytest.raises(ValidationError, match="baseline: random, baseline: longer answer, gpt-4"):
+        judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+
+
+def test_the_judge_run_command_runs_a_panel_and_says_its_calls_were_combined(cast: Cast) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    pair = make_pairs(cast.study, 1)[0].pk
+    m1 = member_run(cast.study, "m1", {(pair, "ab"): 2, (pair, "ba"): 3}).judge
+    m2 = member_run(cast.study, "m2", {(pair, "ab"): 3, (pair, "ba"): 7}).judge
+    panel_create(name="jury", study=cast.study, members=[m1, m2], rule="mean_likert")
+    out = StringIO()
+    call_command(
+        "judge_run",
+        "--study",
+        cast.study.slug,
+        "--judge",
+        "jury",
+        "--user",
+        "ada-admin",
+        stdout=out,
+    )
+    run = JudgeRun.objects.get(judge__name="jury")
+    assert out.getvalue().strip() == f"run {run.pk} done: 2 calls combined from its members' runs"
+    # (2 + 3) / 2 = 2.5 -> 3: A; (3 + 7) / 2 = 5 -> 5: tie.
+    calls = panel_calls(run)
+    assert (calls[(pair, "ab")].likert, calls[(pair, "ab")].preference) == (3, "A")
+    assert (calls[(pair, "ba")].likert, calls[(pair, "ba")].preference) == (5, "tie")
