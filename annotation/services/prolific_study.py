@@ -203,9 +203,9 @@ def prolific_draft_create(
     problems = _draft_problems(study=study, name=name, description=description, places=places)
     if problems:
         raise ProlificError("Not created: " + "; ".join(problems) + ".")
+    client = prolific_client(study=study)  # an unreadable token fails before the claim
     key = _draft_claim(study=study)
     internal_name = prolific_internal_name(study=study, key=key)
-    client = prolific_client(study=study)
     payload = prolific_draft_payload(
         study=study,
         key=key,

@@ -378,3 +378,14 @@ def test_the_checklist_says_whether_the_prolific_study_is_linked_a_draft_or_publ
     assert "(published on Prolific: ACTIVE)" in item()
     move(researcher, study, "PAUSE")
     assert "(published on Prolific, paused)" in item()
+
+
+def test_an_unreadable_token_is_said_and_takes_no_lease(
+    researcher: Client, study: Study, fake: FakeProlific
+) -> None:
+    Study.objects.filter(pk=study.pk).update(prolific_token_encrypted="not-a-fernet-token")
+    status, page = create(researcher, study)
+    assert status == 400 and "The stored Prolific token cannot be read" in page
+    study.refresh_from_db()
+    assert study.prolific_draft_lease_until is None and study.prolific_study_id == ""
+    assert fake.requests == []
