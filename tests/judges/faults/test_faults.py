@@ -24,6 +24,7 @@ from django.urls import reverse
 from annotation.models import Answer
 from judges.models import AnswerScore, JudgeCall, JudgeRun
 from judges.reward.services import TrainingRequest, pl_training_execute, pl_training_start
+from judges.services.calls import call_idempotency_key
 from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
 from tests.conftest import PASSWORD
 from tests.judges.conftest import make_llm_judge, make_marked_pairs, pair_key
@@ -365,3 +366,70 @@ def test_a_killed_worker_scoring_a_pl_run_is_replaced_within_its_lease_not_the_h
             scores[call.pair.answer_b_id],
         )
     assert "Worker lost" not in client.get(progress).json()["scoring"]
+
+
+def test_calls_taken_back_from_a_killed_worker_are_sent_again_ahead_of_the_backlog(
+    suite, paid_fake, cast
+):
+    """SIGKILL one of the two workers early in a 300-call run, with most of the run still queued.
+
+    Its calls in flight are taken back when their lease runs out and sent again on the broker's
+    first priority step: each one's second request must come within the lease, a reconciler
+    round and a call or two of its first, not after the backlog (at the tail they waited for
+    all of it: 79-150 s with a 12 s lease). Measured on the calls the ledger counts as
+    possibly paid twice, from the fake server's log.
+    """
+    paid_fake.delay = 1.0  # 8 threads at a call a second: the run's 300 calls take 40 s or more
+    lease = float(SUITE_ENV["CONCORD_JUDGE_LEASE_SECONDS"])
+    reconcile = float(SUITE_ENV["CONCORD_JUDGE_RECONCILE_SECONDS"])
+    started = time.monotonic()
+    run, _ = start(cast, paid_fake)
+    wait_for(lambda: requests_started(paid_fake) >= 24, 120, suite.logs)
+    ready = [worker for worker in suite.alive() if worker.ready()]
+    assert len(ready) >= 2
+    ready[0].kill()
+    killed = time.time()
+    never_sent = JudgeCall.objects.filter(run=run, status="pending", attempts=0).count()
+    # Its replacement starts at once, as in production; until it is up, 4 threads remain.
+    suite.worker(wait=False)
+    wait_terminal(run, suite)
+    counts = check("kill under backlog", [run], paid_fake, started, may_pay_twice=True)
+    assert counts.done == 300
+    records = paid_fake.snapshot()
+    by_call: dict[str, list[float]] = {}
+    for record in records:
+        by_call.setdefault(record.call, []).append(record.started)
+    taken_back = list(JudgeCall.objects.filter(run=run, unrecorded_requests__gte=1))
+    assert taken_back, "the killed worker held no call"
+    gaps = []
+    for call in taken_back:
+        sent = sorted(by_call.get(call_idempotency_key(call_id=call.pk), []))
+        # A call claimed but killed before its request left has one request: nothing to measure.
+        if len(sent) >= 2:
+            gaps.append(sent[1] - sent[0])
+    assert gaps, "no taken-back call had reached the server before the kill"
+    bound = lease + reconcile + 2 * paid_fake.delay + 3
+    # What the backlog alone would have cost a call sent again at its tail: the calls not yet
+    # requested at the kill, on the four threads left.
+    backlog = never_sent / 4 * paid_fake.delay
+    last_resent = max(
+        sorted(by_call[call_idempotency_key(call_id=call.pk)])[1]
+        for call in taken_back
+        if len(by_call.get(call_idempotency_key(call_id=call.pk), [])) >= 2
+    )
+    first_after = sum(
+        1 for starts in by_call.values() if len(starts) == 1 and min(starts) > last_resent
+    )
+    print(
+        f"\nkill under backlog: {len(taken_back)} calls taken back, second request "
+        f"{min(gaps):.1f}-{max(gaps):.1f} s after the first (bound {bound:.0f} s, lease "
+        f"{lease:.0f} s); {never_sent} calls never sent at the kill (a backlog of about "
+        f"{backlog:.0f} s); {first_after} calls first requested after the last re-send"
+    )
+    assert backlog > 2 * bound, "the backlog was too short to tell the tail from the head"
+    assert max(gaps) <= bound, f"taken-back calls re-sent {max(gaps):.1f} s after their first"
+    # Ahead of the backlog: much of the run was first requested after every re-send.
+    assert first_after >= 60
+    assert killed < last_resent
+    for worker in suite.alive():
+        worker.wait_ready()
