@@ -25,6 +25,7 @@ from judges.selectors.runs import (
     judge_run_get_for_user,
     judge_run_list_for_user,
     judge_run_progress,
+    panel_member_calls,
 )
 from judges.services.judges import RUNNABLE_KINDS, judge_readiness
 from judges.services.runs import (
@@ -173,5 +174,6 @@ class CallDetailView(ResearcherRequiredMixin, View):
             "run": run,
             "call": call,
             "messages_sent": call.request.get("messages", []),
+            "member_calls": panel_member_calls(call=call),
         }
         return render(request, "judges/call_detail.html", context)

@@ -95,6 +95,26 @@ def judge_call_get(*, run: JudgeRun, call_id: int) -> JudgeCall:
     ).get(pk=call_id)
 
 
+def panel_member_calls(*, call: JudgeCall) -> list[tuple[str, list[JudgeCall]]]:
+    """A panel call's members with the calls of theirs it combined (judges.services.panels),
+    in the request's order; [] for any other call. The calls are read from the panel run's
+    member runs only, so a request can point at nothing else."""
+    used = (call.request or {}).get("member_calls")
+    if not isinstance(used, dict):
+        return []
+    ids = {int(pk) for pks in used.values() for pk in pks}
+    found = {
+        c.pk: c
+        for c in JudgeCall.objects.filter(
+            pk__in=ids, run__in=call.run.panel_sources.all()
+        ).select_related("run")
+    }
+    return [
+        (str(name), [found[int(pk)] for pk in pks if int(pk) in found])
+        for name, pks in used.items()
+    ]
+
+
 def judge_run_progress(*, run: JudgeRun) -> RunProgress:
     """Count the run's calls by status and estimate what finishing would cost, in two queries."""
     counts = run.calls.aggregate(

@@ -436,3 +436,27 @@ def test_the_judge_run_command_runs_a_panel_and_says_its_calls_were_combined(cas
     calls = panel_calls(run)
     assert (calls[(pair, "ab")].likert, calls[(pair, "ab")].preference) == (3, "A")
     assert (calls[(pair, "ba")].likert, calls[(pair, "ba")].preference) == (5, "tie")
+
+
+def test_the_panels_call_page_links_the_member_calls_it_combined(
+    cast: Cast, client: Client
+) -> None:
+    pair = make_pairs(cast.study, 1)[0].pk
+    r1 = member_run(cast.study, "m1", {(pair, "ab"): 2})
+    r2 = member_run(cast.study, "m2", {(pair, "ab"): None})
+    panel = panel_create(
+        name="jury", study=cast.study, members=[r1.judge, r2.judge], rule="majority"
+    )
+    run = judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    call = JudgeCall.objects.get(run=run)
+    client.force_login(cast.researcher)
+    assert (
+        client.get(reverse("judges:run_detail", args=[cast.study.slug, run.pk])).status_code == 200
+    )
+    page = client.get(reverse("judges:call_detail", args=[cast.study.slug, run.pk, call.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="member-calls"' in html
+    m1_call = JudgeCall.objects.get(run=r1)
+    link = reverse("judges:call_detail", args=[cast.study.slug, r1.pk, m1_call.pk])
+    assert f'href="{link}"' in html and "no verdict" in html  # m2's call did not parse
+    assert "no verdict from m2" in html and "Not sent yet" not in html
