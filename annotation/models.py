@@ -847,6 +847,11 @@ class Assignment(models.Model):
         max_length=12, choices=SkipReason.choices, blank=True, default="", db_default=""
     )
     skipped_at = models.DateTimeField(null=True, blank=True)
+    # Active selection: the probability that the claim's draw took this pair, e / k + (1 - e) p / W
+    # with the study's uniform share e, the pair's priority p and the pool k and priority total W
+    # of the last recompute (annotation/sql/annotation_claim_propensity.sql). Empty for uniform
+    # studies, gold pairs and active studies before their first priorities: uniform draws.
+    propensity = models.FloatField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-reserved_at"]
@@ -864,6 +869,10 @@ class Assignment(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(expires_at__gt=F("reserved_at")), name="assignment_expiry_after_start"
+            ),
+            models.CheckConstraint(
+                condition=Q(propensity__isnull=True) | (Q(propensity__gt=0) & Q(propensity__lte=1)),
+                name="assignment_propensity_0_1",
             ),
         ]
         indexes = [

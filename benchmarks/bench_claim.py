@@ -7,7 +7,12 @@ and a few single-threaded ORDER BY random() claims to show what sorting the pool
 Run on demand (it builds its own database; 1M pairs take a minute or two to generate):
 
     BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/concord_bench \\
-        .venv/bin/python benchmarks/bench_claim.py [--sizes 100000 1000000] [--seconds 5]
+        .venv/bin/python benchmarks/bench_claim.py [--sizes 100000 1000000] [--seconds 5] \\
+        [--selection active]
+
+With --selection active the study draws by priority (docs/active.md): every pair gets a random
+priority and its Efraimidis-Spirakis key, as a recompute would store them, and 20% of the
+draws are uniform.
 
 Each claim is followed by marking the assignment submitted, so every worker keeps claiming new
 pairs. Numbers depend on the machine; the ratios are what to compare.
@@ -116,8 +121,8 @@ def make_study(size: int) -> Study:
         )
         cursor.execute(
             "INSERT INTO annotation_answer (prompt_id, system_id, turns, leak_matches, "
-            "leak_flagged, created_at) "
-            "SELECT p.id, s.id, '[\"a\"]', '[]', false, now() "
+            "leak_flagged, leak_remedy, leak_note, created_at) "
+            "SELECT p.id, s.id, '[\"a\"]', '[]', false, '', '', now() "
             "FROM annotation_prompt p CROSS JOIN annotation_system s "
             "WHERE p.study_id = %s AND s.study_id = %s ORDER BY p.id, s.id",
             [study.pk, study.pk],
@@ -135,6 +140,27 @@ def make_study(size: int) -> Study:
         cursor.execute("VACUUM ANALYZE annotation_pair")
         cursor.execute("VACUUM ANALYZE annotation_assignment")
     return study
+
+
+def make_active(study: Study) -> None:
+    """Give every pair a random priority and key and the study its pool, as a recompute does."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE annotation_pair SET priority = random() WHERE study_id = %s", [study.pk]
+        )
+        cursor.execute(
+            "UPDATE annotation_pair SET priority_key = ln(1 - random()) / "
+            "greatest(priority, 1e-6) WHERE study_id = %s",
+            [study.pk],
+        )
+        cursor.execute(
+            "UPDATE annotation_study s SET selection = 'active', uniform_share = 0.2, "
+            "priority_pool = (SELECT count(*) FROM annotation_pair WHERE study_id = s.id), "
+            "priority_total = (SELECT sum(priority) FROM annotation_pair WHERE study_id = s.id) "
+            "WHERE id = %s",
+            [study.pk],
+        )
+        cursor.execute("VACUUM ANALYZE annotation_pair")
 
 
 def drop_study(study: Study) -> None:
@@ -239,6 +265,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--workers", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--selection", choices=["uniform", "active"], default="uniform")
     args = parser.parse_args()
 
     ensure_database()
@@ -246,6 +273,8 @@ def main() -> None:
     for size in args.sizes:
         began = time.perf_counter()
         study = make_study(size)
+        if args.selection == "active":
+            make_active(study)
         built = time.perf_counter() - began
         run(make_workers(study, 4, "warmup"), engine_claim, 1.0)
         with connection.cursor() as cursor:

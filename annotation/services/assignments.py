@@ -11,7 +11,9 @@ lock notes: annotation/sql/annotation_claim_pass.sql), which takes the locks des
 _claim_pass and returns the reservation with the worker's submitted count, so the caller needs no
 count of its own for progress. Its statements are planned for each call's own values
 (PostgreSQL's default plan mode): generic plans, tried in migration annotation/0010, made the
-claim slower on a study of a million pairs and were undone by 0011.
+claim slower on a study of a million pairs and were undone by 0011. An active study's draws walk
+the pairs by priority key (see the file), and each of its reservations records its propensity in
+the row (Assignment.propensity; the Assignment the claim returns does not carry it).
 """
 
 from __future__ import annotations
@@ -124,7 +126,8 @@ def assignment_claim_next(*, worker: Worker) -> Assignment | None:
 
 _CLAIM_PASS = (
     "SELECT * FROM annotation_claim_pass(%(worker)s, %(now)s, %(public_id)s, %(wait_for)s, "
-    "%(gold_roll)s, %(side_roll)s, %(gold_start)s, %(open_start)s, %(window)s)"
+    "%(gold_roll)s, %(side_roll)s, %(gold_start)s, %(open_start)s, %(window)s, "
+    "%(select_roll)s)"
 )
 
 
@@ -160,6 +163,8 @@ def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
                 "gold_start": random.random(),
                 "open_start": random.random(),
                 "window": CLAIM_WINDOW,
+                # Active studies: below the uniform share, the draw is uniform.
+                "select_roll": random.random(),
             },
         )
         row = cursor.fetchone()

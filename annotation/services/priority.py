@@ -2,7 +2,7 @@
 
 The analysis app computes each regular pair's priority (leaderboard/services/priority.py) and
 hands it to pair_priorities_store, since a pair's row is this app's to write. The claim
-(annotation/migrations/0025) walks the pairs by `priority_key`, highest first.
+(annotation/sql/annotation_claim_pass.sql) walks the pairs by `priority_key`, highest first.
 """
 
 from __future__ import annotations

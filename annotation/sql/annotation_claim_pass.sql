@@ -28,6 +28,15 @@
 -- Planned for each call's own values (PostgreSQL's default plan_cache_mode): generic plans, tried
 -- in migration annotation/0010, made the claim slower on a study of a million pairs and were
 -- undone by 0011.
+--
+-- Active selection (Study.selection, issue 29, docs/active.md): for an active study with stored
+-- priorities (Study.priority_total > 0), a roll p_select_roll at or above the study's uniform
+-- share makes the window the first p_window open pairs the worker never had in
+-- Pair.priority_key order, highest first (a walk of pair_study_gold_priority, no sort of the
+-- pool), taken in that order: with Efraimidis-Spirakis keys the pair at the top is a draw in
+-- proportion to priority. Below the share the shuffle-key walk runs as for a uniform study. The
+-- reservation records its propensity (annotation_claim_propensity), and a claim that fills a
+-- pair moves its key to the bottom (annotation_claim_close). Same locks, in the same order.
 
 CREATE OR REPLACE FUNCTION annotation_claim_pass(
     p_worker bigint,
@@ -39,6 +48,7 @@ CREATE OR REPLACE FUNCTION annotation_claim_pass(
     p_gold_start double precision,
     p_open_start double precision,
     p_window integer,
+    p_select_roll double precision,
     OUT o_outcome text,
     OUT o_id bigint,
     OUT o_public_id uuid,
@@ -70,12 +80,20 @@ DECLARE
     v_candidates bigint[];
     v_try bigint;
     v_expires timestamptz;
+    v_selection text;
+    v_uniform_share numeric;
+    v_pool integer;
+    v_total double precision;
+    v_priority double precision;
+    v_by_priority boolean;
+    v_propensity double precision;
 BEGIN
     -- Lock 1: the worker's row, so that one worker's claims run one at a time.
     SELECT w.state, w.study_id, s.status, s.target_per_worker, s.qualification_items,
-           s.gold_share, s.overlap, s.time_limit_seconds
+           s.gold_share, s.overlap, s.time_limit_seconds, s.selection, s.uniform_share,
+           s.priority_pool, s.priority_total
     INTO v_state, o_study, v_status, o_target, v_qualification, v_gold_share, v_overlap,
-         v_time_limit
+         v_time_limit, v_selection, v_uniform_share, v_pool, v_total
     FROM annotation_worker w JOIN annotation_study s ON s.id = w.study_id
     WHERE w.id = p_worker
     FOR UPDATE OF w;
@@ -152,7 +170,7 @@ BEGIN
         LIMIT 1;
         IF v_pair IS NOT NULL THEN
             o_id := annotation_claim_reserve(v_pair, false, p_worker, o_study, p_public_id,
-                                             v_a_left, p_now, v_expires, v_overlap);
+                                             v_a_left, p_now, v_expires, v_overlap, NULL);
             o_outcome := CASE WHEN o_id IS NULL THEN 'retry' ELSE 'reserved' END;
             IF o_id IS NOT NULL THEN
                 o_public_id := p_public_id; o_pair := v_pair; o_a_left := v_a_left;
@@ -165,11 +183,14 @@ BEGIN
     -- The previous pass found every open pair busy: wait for the first of them (claims are
     -- short), then take it if it still has a free slot.
     IF p_wait_for IS NOT NULL THEN
-        PERFORM 1 FROM annotation_pair WHERE id = p_wait_for FOR UPDATE;
+        SELECT priority INTO v_priority FROM annotation_pair WHERE id = p_wait_for FOR UPDATE;
         IF FOUND THEN
             o_id := annotation_claim_reserve(p_wait_for, true, p_worker, o_study, p_public_id,
-                                             v_a_left, p_now, v_expires, v_overlap);
+                                             v_a_left, p_now, v_expires, v_overlap,
+                                             annotation_claim_propensity(v_selection,
+                                                 v_uniform_share, v_pool, v_total, v_priority));
             IF o_id IS NOT NULL THEN
+                PERFORM annotation_claim_close(p_wait_for, v_selection, p_now, v_overlap);
                 o_outcome := 'reserved';
                 o_public_id := p_public_id; o_pair := p_wait_for; o_a_left := v_a_left;
                 o_reserved_at := p_now; o_expires_at := v_expires;
@@ -184,11 +205,32 @@ BEGIN
     -- primary key (SKIP LOCKED: two claimers never count the same pair's slots at once, and
     -- never wait on each other). When all are held, say which one was first, so that the next
     -- pass can wait for it.
-    SELECT array_agg(walked.id ORDER BY walked.taken, walked.part, walked.shuffle_key)
-    INTO v_candidates
-    FROM (
-        SELECT id, shuffle_key, part, taken FROM (
-            (
+    -- An active study with priorities draws by them unless the roll falls in its uniform share:
+    -- the window is then the first p_window open pairs the worker never had by priority key,
+    -- highest first (one walk of pair_study_gold_priority), taken in key order.
+    v_by_priority := v_selection = 'active' AND v_total > 0 AND p_select_roll >= v_uniform_share;
+    IF v_by_priority THEN
+        SELECT array_agg(walked.id ORDER BY walked.priority_key DESC)
+        INTO v_candidates
+        FROM (
+SELECT p.id, p.priority_key
+FROM annotation_pair p
+WHERE p.study_id = o_study AND NOT p.is_gold
+  AND (SELECT count(*) FROM annotation_assignment a
+       WHERE a.pair_id = p.id
+         AND (a.status = 'submitted' OR (a.status = 'reserved' AND a.expires_at > p_now)))
+      < v_overlap
+  AND NOT EXISTS (SELECT 1 FROM annotation_assignment m
+                  WHERE m.pair_id = p.id AND m.worker_id = p_worker)
+ORDER BY p.priority_key DESC
+LIMIT p_window
+) walked;
+    ELSE
+        SELECT array_agg(walked.id ORDER BY walked.taken, walked.part, walked.shuffle_key)
+        INTO v_candidates
+        FROM (
+            SELECT id, shuffle_key, part, taken FROM (
+                (
 SELECT p.id, p.shuffle_key, 0 AS part, t.taken
 FROM annotation_pair p
 CROSS JOIN LATERAL (
@@ -203,8 +245,8 @@ WHERE p.study_id = o_study AND NOT p.is_gold AND p.shuffle_key >= p_open_start
 ORDER BY p.shuffle_key
 LIMIT p_window
 )
-            UNION ALL
-            (
+                UNION ALL
+                (
 SELECT p.id, p.shuffle_key, 1 AS part, t.taken
 FROM annotation_pair p
 CROSS JOIN LATERAL (
@@ -219,16 +261,18 @@ WHERE p.study_id = o_study AND NOT p.is_gold AND p.shuffle_key < p_open_start
 ORDER BY p.shuffle_key
 LIMIT p_window
 )
-        ) halves
-        LIMIT p_window
-    ) walked;
+            ) halves
+            LIMIT p_window
+        ) walked;
+    END IF;
     IF v_candidates IS NULL THEN
         -- Nothing open: the worker is done.
         o_outcome := 'none';
         RETURN;
     END IF;
     FOREACH v_try IN ARRAY v_candidates LOOP
-        SELECT id INTO v_pair FROM annotation_pair WHERE id = v_try FOR UPDATE SKIP LOCKED;
+        SELECT id, priority INTO v_pair, v_priority
+        FROM annotation_pair WHERE id = v_try FOR UPDATE SKIP LOCKED;
         EXIT WHEN v_pair IS NOT NULL;
     END LOOP;
     IF v_pair IS NULL THEN
@@ -238,11 +282,14 @@ LIMIT p_window
         RETURN;
     END IF;
     o_id := annotation_claim_reserve(v_pair, true, p_worker, o_study, p_public_id, v_a_left,
-                                     p_now, v_expires, v_overlap);
+                                     p_now, v_expires, v_overlap,
+                                     annotation_claim_propensity(v_selection, v_uniform_share,
+                                                                 v_pool, v_total, v_priority));
     IF o_id IS NULL THEN
         o_outcome := 'retry';
         RETURN;
     END IF;
+    PERFORM annotation_claim_close(v_pair, v_selection, p_now, v_overlap);
     o_outcome := 'reserved';
     o_public_id := p_public_id; o_pair := v_pair; o_a_left := v_a_left;
     o_reserved_at := p_now; o_expires_at := v_expires;

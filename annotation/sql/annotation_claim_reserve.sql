@@ -8,6 +8,7 @@
 -- statement that locked the pair may have started reading before such a claim committed): the
 -- slots counted here are the ones that decide. The INSERT takes the assignment table's row locks
 -- on what it writes only.
+-- p_propensity is written into the reservation's row as it is (NULL: a uniform draw).
 
 CREATE OR REPLACE FUNCTION annotation_claim_reserve(
     p_pair bigint,
@@ -18,7 +19,8 @@ CREATE OR REPLACE FUNCTION annotation_claim_reserve(
     p_a_left boolean,
     p_now timestamp with time zone,
     p_expires timestamp with time zone,
-    p_overlap integer
+    p_overlap integer,
+    p_propensity double precision
 )
  RETURNS bigint
  LANGUAGE plpgsql
@@ -32,8 +34,10 @@ BEGIN
         WHERE pair_id = p_pair AND status = 'reserved' AND expires_at <= p_now;
     END IF;
     INSERT INTO annotation_assignment
-        (public_id, study_id, pair_id, worker_id, a_left, status, reserved_at, expires_at)
-    SELECT p_public_id, p_study, p_pair, p_worker, p_a_left, 'reserved', p_now, p_expires
+        (public_id, study_id, pair_id, worker_id, a_left, status, reserved_at, expires_at,
+         propensity)
+    SELECT p_public_id, p_study, p_pair, p_worker, p_a_left, 'reserved', p_now, p_expires,
+           p_propensity
     WHERE (NOT p_capped
            OR (SELECT count(*) FROM annotation_assignment a
                WHERE a.pair_id = p_pair
