@@ -1117,3 +1117,25 @@ class ProlificBonusLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.amount_cents}c to worker {self.worker_id}"
+
+
+class RowDeletions(models.Model):
+    """How many DELETE statements removed rows of one annotation table the report's data
+    fingerprint reads (annotation_pair, annotation_answer, annotation_humanjudgment).
+
+    Kept by the statement-level triggers annotation/sql/annotation_*_deletions.sql through
+    annotation/sql/annotation_count_deletions.sql, which create a table's row at its first
+    deletion; the fingerprint (leaderboard/selectors/snapshots.py) reads it. Made by migration
+    annotation/0009 in SQL, so Django does not manage the table: read it, never write it.
+    """
+
+    table_name = models.TextField(primary_key=True)
+    deletions = models.BigIntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "annotation_rowdeletions"
+        verbose_name_plural = "row deletions"
+
+    def __str__(self) -> str:
+        return f"{self.table_name}: {self.deletions} deletions"

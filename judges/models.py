@@ -446,3 +446,25 @@ class PLTraining(models.Model):
         from judges.reward.losses import recipe_name
 
         return recipe_name(str(self.params.get("recipe", "?")), self.params.get("k"))
+
+
+class RowDeletions(models.Model):
+    """How many DELETE statements removed rows of one judges table the report's data fingerprint
+    reads (judges_judgecall, judges_answerscore).
+
+    Kept by the statement-level triggers judges/sql/judges_*_deletions.sql through
+    judges/sql/judges_count_deletions.sql, which create a table's row at its first deletion; the
+    fingerprint (leaderboard/selectors/snapshots.py) reads it. Made by migration judges/0007 in
+    SQL, so Django does not manage the table: read it, never write it.
+    """
+
+    table_name = models.TextField(primary_key=True)
+    deletions = models.BigIntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "judges_rowdeletions"
+        verbose_name_plural = "row deletions"
+
+    def __str__(self) -> str:
+        return f"{self.table_name}: {self.deletions} deletions"

@@ -13,7 +13,9 @@ import pandas as pd
 from django.db import connection
 
 from annotation.models import Answer, HumanJudgment, Pair, Study, System, Worker
+from annotation.models import RowDeletions as AnnotationRowDeletions
 from judges.models import AnswerScore, JudgeCall, JudgeRun
+from judges.models import RowDeletions as JudgesRowDeletions
 from leaderboard.models import ReportSnapshot
 from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
@@ -124,13 +126,14 @@ def fingerprint_sql() -> str:
         "score": AnswerScore._meta.db_table,
     }
     deleted = {
-        name: f"(SELECT deletions FROM {counters} WHERE table_name = '{tables[name]}')"
+        name: f"(SELECT deletions FROM {counters._meta.db_table} "
+        f"WHERE table_name = '{tables[name]}')"
         for name, counters in (
-            ("pair", "annotation_rowdeletions"),
-            ("answer", "annotation_rowdeletions"),
-            ("judgment", "annotation_rowdeletions"),
-            ("call", "judges_rowdeletions"),
-            ("score", "judges_rowdeletions"),
+            ("pair", AnnotationRowDeletions),
+            ("answer", AnnotationRowDeletions),
+            ("judgment", AnnotationRowDeletions),
+            ("call", JudgesRowDeletions),
+            ("score", JudgesRowDeletions),
         )
     }
 
