@@ -28,6 +28,7 @@ from judges.selectors.runs import (
     panel_member_calls,
 )
 from judges.services.judges import RUNNABLE_KINDS, judge_readiness
+from judges.services.limits import RunLimitReached
 from judges.services.runs import (
     JudgeNotReady,
     judge_run_cancel,
@@ -66,6 +67,9 @@ class RunListView(ResearcherRequiredMixin, View):
             )
         except (JudgeNotReady, BrokerUnavailable, PermissionDenied) as exc:
             messages.error(request, str(exc))
+            return self._render(request, study, form, status=409)
+        except RunLimitReached as exc:
+            messages.error(request, "; ".join(exc.messages))
             return self._render(request, study, form, status=409)
         except ValidationError as exc:
             messages.error(request, "; ".join(exc.messages))

@@ -300,6 +300,9 @@ CONCORD_JUDGE_LEASE_SECONDS: int = env.int("CONCORD_JUDGE_LEASE_SECONDS", defaul
 CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS: float = env.float(
     "CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS", default=2.0
 )
+# Judge runs one study may have queued or running at once (judges/services/limits.py): a start
+# or resume past it is refused, naming the runs that hold the places.
+CONCORD_STUDY_MAX_ACTIVE_RUNS: int = env.int("CONCORD_STUDY_MAX_ACTIVE_RUNS", default=3)
 # Seconds a pending call may wait for its message before the reconciler sends another one (and
 # then only once the judge queue is empty: see docs/judges.md, "The reconciler").
 CONCORD_JUDGE_PENDING_GRACE_SECONDS: int = env.int(

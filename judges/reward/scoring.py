@@ -72,6 +72,7 @@ from judges.reward.calibration import (
     probability_b,
 )
 from judges.reward.data import question_text
+from judges.services.limits import study_run_place_take
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ def pl_run_start(
         raise ValidationError({"pairs": f"study {study.slug!r} has no pairs to judge"})
     broker_check()
     with transaction.atomic():
+        study_run_place_take(study=study)
         run = JudgeRun.objects.create(
             judge=judge,
             study=study,
@@ -144,6 +146,7 @@ def pl_run_resume(*, run: JudgeRun) -> JudgeRun:
     """
     broker_check()
     with transaction.atomic():
+        study_run_place_take(study=run.study, exclude_run_id=run.pk)
         # A new start: the attempts a researcher resumes are counted afresh.
         changed = JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.CANCELLED).update(
             status=JudgeRun.Status.PENDING,

@@ -33,6 +33,7 @@ from judges.services.calls import (
 )
 from judges.services.grading import grade_calls_create, is_grading, references_missing
 from judges.services.judges import judge_readiness
+from judges.services.limits import study_run_place_take
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,8 @@ def judge_run_start(
 
     Raise JudgeNotReady when the judge lacks its key or configuration, BrokerUnavailable when
     the broker does not answer (before anything is written), ValidationError for pairs of
-    another study or a negative budget.
+    another study or a negative budget, RunLimitReached (a ValidationError) when the study has
+    CONCORD_STUDY_MAX_ACTIVE_RUNS runs queued or running (counted under its row's lock).
     """
     _check_may_run(user=user, study=study)
     problem = judge_readiness(judge=judge)
@@ -155,6 +157,7 @@ def judge_run_start(
     now = timezone.now()
     grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
     with transaction.atomic():
+        study_run_place_take(study=study)
         run = JudgeRun.objects.create(
             judge=judge,
             study=study,
@@ -237,6 +240,7 @@ def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = 
         )
     broker_check()
     with transaction.atomic():
+        study_run_place_take(study=run.study, exclude_run_id=run.pk)
         changed = JudgeRun.objects.filter(
             pk=run.pk,
             status__in=[JudgeRun.Status.CANCELLED, JudgeRun.Status.BUDGET_REACHED],
