@@ -20,6 +20,7 @@ from judges.reward.scoring import pl_runs_reconcile as runs_reconcile
 from judges.reward.services import pl_training_execute
 from judges.reward.services import pl_trainings_reconcile as trainings_reconcile
 from judges.services.calls import judge_call_execute
+from judges.services.connection import judge_connection_test_run
 from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
 
 TASK_OPTIONS: dict[str, Any] = {
@@ -80,3 +81,9 @@ def pl_trainings_reconcile() -> int:
 def pl_runs_reconcile() -> int:
     """Queue again the PL runs whose scoring worker stopped (run by Celery beat)."""
     return runs_reconcile()
+
+
+@shared_task(name="judges.connection_test", **TASK_OPTIONS)
+def connection_test(judge_id: int) -> bool:
+    """Make a judge's pending "Test connection" call and store its answer for the page."""
+    return judge_connection_test_run(judge_id=judge_id)

@@ -14,6 +14,11 @@ urlpatterns = [
     path("panels/new/", views_judges.PanelCreateView.as_view(), name="panel_create"),
     path("<int:judge_id>/", views_judges.JudgeDetailView.as_view(), name="judge_detail"),
     path("<int:judge_id>/test/", views_judges.JudgeTestView.as_view(), name="judge_test"),
+    path(
+        "<int:judge_id>/test/<str:test_id>.json",
+        views_judges.JudgeTestStatusView.as_view(),
+        name="judge_test_status",
+    ),
     path("<int:judge_id>/key/", views_judges.JudgeKeyView.as_view(), name="judge_key"),
     path("runs/<int:run_id>/", views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:run_id>/progress.json", views.RunProgressView.as_view(), name="run_progress"),

@@ -10,19 +10,25 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.debug import sensitive_post_parameters
 
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Study
+from core.broker import BrokerUnavailable
 from core.forms import form_errors_to
 from judges.forms import JudgeCreateForm, JudgeKeyForm, PanelCreateForm
 from judges.models import Judge
 from judges.selectors.judges import judge_get_for_study
-from judges.services.connection import judge_connection_test
+from judges.services.connection import (
+    judge_connection_test_pending,
+    judge_connection_test_start,
+    judge_connection_test_state,
+)
 from judges.services.judges import judge_create, judge_readiness
 from judges.services.keys import judge_api_key_set, judge_key_source
 from judges.services.panels import panel_create
@@ -129,21 +135,46 @@ class JudgeDetailView(ResearcherRequiredMixin, View):
                 "position", "member_id"
             ),
         }
+        # The test asked for (?test=<id> after a click), else the one pending now.
+        test_id = request.GET.get("test", "") or judge_connection_test_pending(judge=judge)
+        if test_id and judge.kind == Judge.Kind.LLM:
+            context["test"] = judge_connection_test_state(judge=judge, probe_id=test_id)
+            context["test_status_url"] = reverse(
+                "judges:judge_test_status", args=[study.slug, judge.pk, test_id]
+            )
         return render(request, "judges/judge_detail.html", context)
 
 
 class JudgeTestView(ResearcherRequiredMixin, View):
-    """One tiny call to the judge's API, made now; its answer or error is shown as a message."""
+    """Queue one tiny call to the judge's API for a worker (or find the one already queued);
+    the judge's page then polls its answer."""
 
     def post(self, request: HttpRequest, slug: str, judge_id: int) -> HttpResponse:
         study = _study_for(request, slug, "judges.view_judge")
         judge = _judge_or_404(study, judge_id)
-        result = judge_connection_test(judge=judge)
-        if result.ok:
-            messages.success(request, f"Connection works: {result.message}")
-        else:
-            messages.error(request, f"Connection failed: {result.message}")
-        return redirect("judges:judge_detail", slug=study.slug, judge_id=judge.pk)
+        if judge.kind != Judge.Kind.LLM:
+            messages.error(request, f"{judge.get_kind_display()} judges make no API calls.")
+            return redirect("judges:judge_detail", slug=study.slug, judge_id=judge.pk)
+        try:
+            probe = judge_connection_test_start(judge=judge)
+        except BrokerUnavailable as exc:
+            messages.error(request, f"Connection test not queued: {exc}")
+            return redirect("judges:judge_detail", slug=study.slug, judge_id=judge.pk)
+        if not probe.queued:
+            messages.info(
+                request, "A test of this connection is already under way: nothing more queued."
+            )
+        url = reverse("judges:judge_detail", args=[study.slug, judge.pk])
+        return redirect(f"{url}?test={probe.id}")
+
+
+class JudgeTestStatusView(ResearcherRequiredMixin, View):
+    """GET: the state of one connection test of the judge, as JSON, for the page to poll."""
+
+    def get(self, request: HttpRequest, slug: str, judge_id: int, test_id: str) -> HttpResponse:
+        study = _study_for(request, slug, "judges.view_judge")
+        judge = _judge_or_404(study, judge_id)
+        return JsonResponse(judge_connection_test_state(judge=judge, probe_id=test_id))
 
 
 @method_decorator(sensitive_post_parameters("api_key"), name="post")

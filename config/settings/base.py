@@ -289,7 +289,8 @@ CONCORD_JUDGE_ALLOWED_PORTS: list[int] = env.list(
 # The total deadline of one request to a judge's API, from connecting to the last byte of the
 # reply (not a limit per read: a reply trickled slowly is cut off at this time too).
 CONCORD_JUDGE_TIMEOUT_SECONDS: float = env.float("CONCORD_JUDGE_TIMEOUT_SECONDS", default=60.0)
-# Total deadline of the "Test connection" button on a judge's page (one tiny call, in the request).
+# Total deadline of the "Test connection" button on a judge's page (one tiny call, made by a
+# worker on the default queue; the page polls its answer).
 CONCORD_JUDGE_TEST_SECONDS: float = env.float("CONCORD_JUDGE_TEST_SECONDS", default=10.0)
 # Seconds a claimed call may run before the reconciler hands it to another worker. It must
 # exceed the request's deadline (checked at start, judges.checks), so a live call is never
@@ -330,6 +331,7 @@ CELERY_TASK_ROUTES = {
     "judges.call_execute": {"queue": "llm_judge"},
     "judges.run_fan_out": {"queue": "llm_judge"},
     "judges.calls_reconcile": {"queue": "judge_reconcile"},
+    "judges.connection_test": {"queue": "default"},
     "judges.pl_train": {"queue": "reward_model"},
     "judges.pl_score_run": {"queue": "reward_model"},
     "judges.pl_trainings_reconcile": {"queue": "reward_model"},

@@ -241,15 +241,17 @@ def test_a_researcher_runs_a_whole_paid_study_and_a_judge_from_the_browser(
         page.click("#create-judge")
     judge = Judge.objects.get(name="gpt-e2e")
     assert API_KEY not in page.content()
-    with page.expect_navigation():
-        page.click("#test-connection")
-    assert "Connection works: gpt-4-fake" in page.inner_text(".messages")
 
-    for queue in ("llm_judge", "analysis"):
+    for queue in ("default", "llm_judge", "analysis"):
         broker_purge(settings.CELERY_BROKER_URL, queue)
-    # One real worker for the judge's calls and the analysis report.
-    celery = worker_start(tmp_path, "e2e-worker", queues="llm_judge,analysis")
+    # One real worker for the connection test, the judge's calls and the analysis report.
+    celery = worker_start(tmp_path, "e2e-worker", queues="default,llm_judge,analysis")
     try:
+        # The test is made by the worker; the page polls its answer and shows it in place.
+        with page.expect_navigation():
+            page.click("#test-connection")
+        page.wait_for_selector("#connection-test[data-state='done']", timeout=30_000)
+        assert "Connection works: gpt-4-fake" in page.inner_text("#connection-test")
         page.goto(f"{base}/studies/{slug}/judges/")
         page.select_option("#id_judge", str(judge.pk))
         with page.expect_navigation():

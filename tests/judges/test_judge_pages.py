@@ -13,7 +13,7 @@ from django.urls import reverse
 from annotation.models import Study
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.calls import judge_call_execute
-from judges.services.connection import judge_connection_test
+from judges.services.connection import judge_connection_test, judge_connection_test_run
 from judges.services.judges import judge_create, judge_readiness
 from judges.services.keys import judge_api_key
 from judges.services.runs import judge_run_start
@@ -132,8 +132,12 @@ def test_test_connection_shows_the_answer(cast: Cast, fake: FakeOpenAI) -> None:
     judge = pasted_judge(cast.study, fake)
     client = client_for(cast.researcher)
     url = reverse("judges:judge_test", args=[cast.study.slug, judge.pk])
-    page = client.post(url, follow=True).content.decode()
-    assert "Connection works: gpt-4-fake at http://127.0.0.1:" in page and "answered in" in page
+    response = client.post(url, follow=True)
+    page = response.content.decode()
+    assert "Testing the connection" in page and not fake.requests()  # queued, not made here
+    assert judge_connection_test_run(judge_id=judge.pk)  # what the worker does
+    text = client.get(response.redirect_chain[-1][0]).content.decode()  # the page, reloaded
+    assert "Connection works: gpt-4-fake at http://127.0.0.1:" in text and "answered in" in text
     assert fake.requests()["unmarked"] == 1  # one call, and only one
 
 
@@ -165,6 +169,7 @@ def test_the_key_is_never_logged_nor_exported(
     client.post(reverse("judges:judge_create", args=[cast.study.slug]), create_form(fake))
     judge = Judge.objects.get()
     client.post(reverse("judges:judge_test", args=[cast.study.slug, judge.pk]))
+    assert judge_connection_test_run(judge_id=judge.pk)
     make_marked_pairs(cast.study, 1)
     run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
     for call in run.calls.all():

@@ -1,0 +1,30 @@
+// Connection test of a judge: while the test a worker makes is pending, poll its state every
+// second and show its answer (or that no worker took it) in place.
+(function () {
+  "use strict";
+  var box = document.getElementById("connection-test");
+  if (!box || box.getAttribute("data-state") !== "pending") { return; }
+  var url = box.getAttribute("data-status-url");
+
+  function show(data) {
+    if (data.state === "done") {
+      box.textContent = (data.ok ? "Connection works: " : "Connection failed: ") + data.message;
+      box.className = data.ok ? "ok" : "error";
+    } else {
+      box.textContent = "No worker answered this test in time: is a worker on the default queue running?";
+      box.className = "error";
+    }
+    box.setAttribute("data-state", data.state);
+  }
+
+  function poll() {
+    fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (data) {
+        if (!data || data.state === "pending") { setTimeout(poll, 1000); return; }
+        show(data);
+      })
+      .catch(function () { setTimeout(poll, 1000); });
+  }
+  setTimeout(poll, 1000);
+})();
