@@ -26,6 +26,7 @@ from leaderboard.report.base import (
     from_json,
     to_json,
 )
+from leaderboard.stats.active import hajek_agreement
 from leaderboard.stats.agreement import (
     Level,
     cohen_kappa,
@@ -158,6 +159,25 @@ class WeightedKappa:
 
 
 @dataclass(frozen=True)
+class WeightedAgreement:
+    """An active study's vote-level agreement with ties, each human vote weighted by one over
+    the propensity of its assignment's draw (leaderboard.stats.active.hajek_agreement), with
+    its bootstrap interval over prompts. ``votes``: the human votes on pairs the judge voted
+    on; ``recorded``: how many of them carry a recorded propensity (the others, drawn
+    uniformly, count at 1 / k over the selection's k regular pairs)."""
+
+    estimate: float
+    lower: float
+    upper: float
+    confidence: float
+    rounds: int
+    votes: int
+    recorded: int
+    prompts: int
+    method: str = "hajek"
+
+
+@dataclass(frozen=True)
 class VsHuman:
     with_ties: AgreementCount
     without_ties: AgreementCount
@@ -165,6 +185,8 @@ class VsHuman:
     majority: TieCounts | None
     cohen_kappa_vs_majority: Kappa
     weighted_kappa_likert: WeightedKappa
+    # Active studies only (Study.selection): the propensity-weighted agreement.
+    weighted: WeightedAgreement | None = None
 
 
 @dataclass(frozen=True)
@@ -402,6 +424,56 @@ def _kappas(
     return Kappa(kappa, units), WeightedKappa(weighted, "quadratic", n_weighted)
 
 
+def _weighted(
+    judge: pd.DataFrame,
+    human: pd.DataFrame,
+    propensities: pd.DataFrame,
+    prompt_of: pd.Series,
+    regular_pairs: int,
+    gold_pairs: npt.NDArray[Any],
+    params: ReportParams,
+) -> WeightedAgreement | None:
+    """The Hajek-weighted agreement of a judge with people: each human vote on a pair the judge
+    voted on agrees by the share of the judge's votes there that name the person's label (so
+    ``sum agree`` over the votes is the vote-level count of agreeing vote pairs per judge vote),
+    weighted by 1 / its propensity; a vote without a recorded one by 1 / k (a uniform draw).
+    Gold pairs are left out: the active draw never takes them."""
+    if not len(propensities) or not len(judge) or not len(human) or regular_pairs < 1:
+        return None
+    judge = judge[judge["label"].notna() & ~judge["pair_id"].isin(gold_pairs)]
+    if not len(judge):
+        return None
+    shares = pd.crosstab(judge["pair_id"], judge["label"].astype(str), normalize="index")
+    mine = human[human["pair_id"].isin(shares.index)]
+    if not len(mine):
+        return None
+    labels = mine["label"].astype(str).to_numpy()
+    rows = shares.index.get_indexer(mine["pair_id"].to_numpy())
+    columns = shares.columns.get_indexer(labels)
+    table = shares.to_numpy()
+    agree = np.where(columns >= 0, table[rows, np.maximum(columns, 0)], 0.0)
+    # A worker judges a pair once (one open assignment per worker and pair): (pair, rater) keys.
+    recorded = propensities.drop_duplicates(["pair_id", "rater"]).set_index(["pair_id", "rater"])
+    keys = pd.MultiIndex.from_arrays([mine["pair_id"].to_numpy(), mine["rater"].astype(str)])
+    q = pd.Series(recorded["propensity"].reindex(keys).to_numpy(), index=mine.index)
+    known = int(q.notna().sum())
+    q = q.fillna(1.0 / regular_pairs).clip(upper=1.0).to_numpy(dtype=np.float64)
+    prompts = prompt_of.reindex(mine["pair_id"]).to_numpy()
+    result = hajek_agreement(
+        agree, q, prompts, rounds=params.ci_rounds, confidence=params.confidence, seed=params.seed
+    )
+    return WeightedAgreement(
+        result.estimate,
+        result.lower,
+        result.upper,
+        result.confidence,
+        result.rounds,
+        len(mine),
+        known,
+        result.clusters,
+    )
+
+
 def _labels(frame: pd.DataFrame) -> dict[str, int]:
     return {label: int((frame["label"] == label).sum()) for label in LABELS}
 
@@ -422,11 +494,17 @@ def agreement_compute(data: ReportData) -> AgreementResult:
     s1, s2, ci = _with_ci(human, None, params, prompt_of)
     fleiss, alpha = _reliability(human, params, prompt_of)
     people = HumanVsHuman(s1, s2, ci, fleiss, alpha, _fleiss_generalized(human, params, prompt_of))
+    gold = votes.pairs["is_gold"].astype(bool)
+    regular_pairs = int((~gold).sum())
+    gold_pairs = votes.pairs.loc[gold, "pair_id"].to_numpy()
     judges = {}
     for source in votes.sources:
         mine = data.frames[source.name]
         s1, s2, ci = _with_ci(mine, human, params, prompt_of)
-        cohen, weighted = _kappas(mine, human, data.majority)
+        weighted = _weighted(
+            mine, human, data.extras.propensities, prompt_of, regular_pairs, gold_pairs, params
+        )
+        cohen, weighted_kappa = _kappas(mine, human, data.majority)
         judges[source.name] = JudgeAgreement(
             judge=source.judge_name,
             kind=source.judge_kind,
@@ -441,6 +519,7 @@ def agreement_compute(data: ReportData) -> AgreementResult:
                 ci,
                 _tie_counts(mine, human, "majority") if len(mine) else None,
                 cohen,
+                weighted_kappa,
                 weighted,
             ),
         )
@@ -625,6 +704,18 @@ class AgreementSection(Section[AgreementResult]):
                     f"{vs.weighted_kappa_likert.pairs} vote pairs",
                 )
             )
+            if vs.weighted is not None:
+                reliability.append(
+                    (
+                        f"{name} vs human",
+                        "agreement with ties, propensity-weighted (Hajek; active selection)",
+                        vs.weighted.estimate,
+                        vs.weighted.lower,
+                        vs.weighted.upper,
+                        f"{vs.weighted.votes} human votes, {vs.weighted.recorded} with a "
+                        f"recorded propensity; bootstrap over {vs.weighted.prompts} prompts",
+                    )
+                )
         ci = people.ci
         unit = f"{ci.prompts} prompts" if ci.resample == "prompt" else f"{ci.units} units"
         agreement = Table(

@@ -31,7 +31,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 
 class ReportPayloadError(ValueError):

@@ -57,6 +57,7 @@ STYLE_COLUMNS = ["pair_id", *(f"{name}_{side}" for side in "ab" for name in STYL
 _CODE_BLOCK = r"```[^`]*```"
 COST_COLUMNS = ["run_id", "cost_usd", "pairs", "pl_members"]
 GRADE_COLUMNS = ["run_id", "answer_id", "turn", "grade", "prompt_id", "category", "system"]
+PROPENSITY_COLUMNS = ["pair_id", "rater", "propensity"]
 
 
 class TurnStyleCount(TurnLength):
@@ -119,6 +120,11 @@ class ReportExtras:
     pay: PeoplePay | None = None
     # A single-answer grading judge's grades of the selected pairs' answers (GRADE_COLUMNS).
     grades: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GRADE_COLUMNS))
+    # An active study's judgments with the propensity their assignment's draw recorded
+    # (PROPENSITY_COLUMNS: pair_id, rater, propensity); empty for a uniform study.
+    propensities: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=PROPENSITY_COLUMNS)
+    )
 
 
 @dataclass(frozen=True)
@@ -326,6 +332,26 @@ class ExtraRows:
     costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
     pay: PeoplePay | None = None
     grades: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GRADE_COLUMNS))
+    propensities: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=PROPENSITY_COLUMNS)
+    )
+
+
+def report_propensities_get(*, study: Study, judgments: Any) -> pd.DataFrame:
+    """An active study's judgments (of ``judgments``, the filtered, not excluded ones with a
+    preference) whose assignment recorded a propensity (PROPENSITY_COLUMNS); no read for a
+    uniform study."""
+    if study.selection != Study.Selection.ACTIVE:
+        return _records([], PROPENSITY_COLUMNS)
+    frame = _records(
+        judgments.filter(assignment__propensity__isnull=False)
+        .order_by("pk")
+        .values_list("pair_id", "worker_id", "assignment__propensity"),
+        PROPENSITY_COLUMNS,
+    )
+    frame["rater"] = "w" + frame["rater"].astype(str)
+    frame["propensity"] = pd.to_numeric(frame["propensity"]).astype("float64")
+    return frame
 
 
 def report_costs_get(
@@ -500,6 +526,7 @@ def report_extra_rows_get(
         costs=costs,
         pay=pay,
         grades=report_grades_get(study=study, filters=filters, run_ids=run_ids),
+        propensities=report_propensities_get(study=study, judgments=read.exclude(preference="")),
     )
 
 
@@ -549,4 +576,5 @@ def report_extras_get(
         costs=rows.costs,
         pay=rows.pay,
         grades=rows.grades,
+        propensities=rows.propensities,
     )

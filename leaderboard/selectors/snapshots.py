@@ -86,6 +86,9 @@ def extras_data_hash(*, extras: ReportExtras) -> str:
     # And a grading judge's grades (judges.services.grading), when there are any.
     if len(extras.grades):
         frame_hash_update(digest, "grades", extras.grades)
+    # And an active study's recorded propensities, when there are any.
+    if len(extras.propensities):
+        frame_hash_update(digest, "propensities", extras.propensities)
     # And what the selection cost, when anything was paid.
     paid = extras.pay is not None and extras.pay.cents > 0
     if paid or (len(extras.costs) and bool((extras.costs["cost_usd"] > 0).any())):

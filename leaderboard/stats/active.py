@@ -250,8 +250,63 @@ def weighted_agreement(
     if a.size == 0:
         nan = math.nan
         return BootstrapInterval(nan, nan, nan, confidence, rounds, seed, 0)
+    return _cluster_ratio(v * a, np.ones(a.size), codes, rounds, confidence, seed)
+
+
+def hajek_agreement(
+    agree: npt.ArrayLike,
+    propensity: npt.ArrayLike,
+    clusters: npt.ArrayLike,
+    *,
+    rounds: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> BootstrapInterval:
+    """Return the inverse-propensity (Hajek) weighted agreement rate of labels drawn with
+    unequal, known probabilities, and its percentile interval over clusters (prompts).
+
+    Formula: ``sum_m a_m / q_m  /  sum_m 1 / q_m``, with ``a_m`` in [0, 1] how far label m
+    agrees (1 or 0, or the share of a judge's votes on the pair that name the person's label)
+    and ``q_m`` the probability with which the draw that produced label m took its pair
+    (Assignment.propensity). Each label is weighted by ``1 / q_m``, its Horvitz-Thompson weight
+    (D. G. Horvitz & D. J. Thompson (1952), "A generalization of sampling without replacement
+    from a finite universe", JASA 47:663-685); dividing by the sum of the weights instead of the
+    pool size is J. Hajek's ratio estimator (1971, comment in "Foundations of Statistical
+    Inference", Godambe & Sprott eds., p. 236; C.-E. Sarndal, B. Swensson & J. Wretman (1992),
+    "Model Assisted Survey Sampling", section 5.7), consistent for the pool's mean agreement
+    (each pair counted once) whatever positive proposal made the draws, and with equal
+    propensities the plain agreement rate.
+
+    Each bootstrap round draws the C clusters with replacement (Efron & Tibshirani 1993, section
+    8.5) and takes the ratio of the drawn clusters' sums of ``a / q`` and of ``1 / q``.
+    """
+    a = np.asarray(agree, dtype=np.float64)
+    q = np.asarray(propensity, dtype=np.float64)
+    codes, _ = _codes(np.asarray(clusters))
+    if not a.shape == q.shape == codes.shape or a.ndim != 1:
+        raise ValueError("agree, propensity and clusters need one entry per label")
+    if ((q <= 0) | (q > 1) | np.isnan(q)).any():
+        raise ValueError("each propensity must lie in (0, 1]")
+    if a.size == 0:
+        nan = math.nan
+        return BootstrapInterval(nan, nan, nan, confidence, rounds, seed, 0)
+    w = 1.0 / q
+    return _cluster_ratio(w * a, w, codes, rounds, confidence, seed)
+
+
+def _cluster_ratio(
+    numerator: FloatArray,
+    denominator: FloatArray,
+    codes: npt.NDArray[np.intp],
+    rounds: int,
+    confidence: float,
+    seed: int,
+) -> BootstrapInterval:
+    """``sum numerator / sum denominator`` and its percentile interval over the clusters
+    (``codes``): each round the ratio of the drawn clusters' sums (Efron & Tibshirani 1993,
+    section 8.5)."""
     c = int(codes.max()) + 1
-    rows = np.column_stack([np.bincount(codes, v * a, c), np.bincount(codes, minlength=c)])
+    rows = np.column_stack([np.bincount(codes, numerator, c), np.bincount(codes, denominator, c)])
     estimate = float(rows[:, 0].sum() / rows[:, 1].sum())
     sums = cluster_sums(rows, rounds=rounds, seed=seed)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -9,6 +9,7 @@ from leaderboard.stats.active import (
     PriorityWeights,
     category_under_coverage,
     disagreement_share,
+    hajek_agreement,
     interval_overlap,
     lure_weights,
     pair_priority,
@@ -249,3 +250,45 @@ def test_a_pool_with_a_label_outside_a_tie_b_is_refused() -> None:
 def test_an_empty_weighted_agreement_is_nan() -> None:
     interval = weighted_agreement([], [], [], rounds=10)
     assert math.isnan(interval.estimate)
+
+
+def test_the_hajek_agreement_of_a_hand_example_weights_each_label_by_one_over_its_propensity() -> (
+    None
+):
+    result = hajek_agreement([1, 0, 1], [0.5, 0.25, 0.25], ["p1", "p1", "p2"], rounds=50)
+    # (1/0.5 + 0 + 1/0.25) / (1/0.5 + 1/0.25 + 1/0.25) = 6 / 10
+    assert result.estimate == pytest.approx(0.6)
+    plain = hajek_agreement([1, 0, 1, 1], [0.1] * 4, ["a", "b", "c", "d"], rounds=50)
+    assert plain.estimate == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="propensity"):
+        hajek_agreement([1], [0.0], ["a"])
+
+
+def test_the_hajek_agreement_of_a_simulated_active_study_is_unbiased_and_covers_the_truth() -> None:
+    """A pool of 600 pairs on 120 prompts, pair i agreeing with probability t_i; the priority
+    is highest where agreement is lowest (as judge disagreement makes it), and 400 labels are
+    drawn at q_i = e / N + (1 - e) p_i / sum p (e = 0.2). The truth is the pool's mean t."""
+    rng = np.random.default_rng(20261203)
+    n, labels, share, repeats = 600, 400, 0.2, 200
+    prompt = np.repeat(np.arange(120), 5)
+    truth_p = rng.beta(2, 1, size=n)
+    priority = 1.05 - truth_p
+    q = share / n + (1 - share) * priority / priority.sum()
+    truth = float(truth_p.mean())
+    estimates, plain, covered = [], [], 0
+    for seed in range(repeats):
+        draw = np.random.default_rng(seed)
+        picked = draw.choice(n, size=labels, p=q / q.sum())
+        agree = (draw.random(labels) < truth_p[picked]).astype(float)
+        result = hajek_agreement(agree, q[picked], prompt[picked], rounds=400, seed=seed)
+        estimates.append(result.estimate)
+        plain.append(agree.mean())
+        covered += result.lower <= truth <= result.upper
+    estimates_a = np.array(estimates)
+    standard_error = estimates_a.std(ddof=1) / np.sqrt(repeats)
+    # Unbiased within sampling error: the mean of 200 estimates within 3 standard errors.
+    assert abs(estimates_a.mean() - truth) < 3 * standard_error
+    # 95% intervals cover the truth in most repetitions (a binomial 95% of 200 is 190 +- 6).
+    assert covered / repeats >= 0.88
+    # Unweighted, the same labels are far off: the active draw favours disagreeing pairs.
+    assert truth - np.mean(plain) > 10 * standard_error

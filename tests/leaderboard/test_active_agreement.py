@@ -1,0 +1,80 @@
+"""The agreement section of an active study weights each human vote by one over the propensity
+its assignment's draw recorded (Hajek); a uniform study's report has no weighted agreement."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.models import Assignment, HumanJudgment, Pair, Study
+from judges.models import Judge, JudgeCall, JudgeRun
+from leaderboard.report.base import RenderContext
+from leaderboard.report.registry import SECTIONS
+from leaderboard.services.reports import ReportParams, agreement_report_build
+from tests.annotation.work_helpers import make_pairs, make_worker
+from tests.conftest import Cast
+from tests.factories import make_assignment
+
+pytestmark = pytest.mark.django_db
+
+FAST = ReportParams(ci_rounds=50, elo_rounds=3, bt_rounds=3)
+
+
+def judged_study(study: Study, selection: str) -> list[Pair]:
+    """Four regular pairs and a gold one; a judge says A on every pair; one person votes on
+    each: A (propensity 0.5), B (0.1), A (0.2), B (none recorded), and B on the gold pair."""
+    Study.objects.filter(pk=study.pk).update(selection=selection)
+    study.refresh_from_db()
+    *pairs, gold = make_pairs(study, 4, gold=1)
+    run = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="all-A", kind=Judge.Kind.LLM),
+        study=study,
+        status=JudgeRun.Status.DONE,
+    )
+    worker = make_worker(study, "w")
+    for pair, vote, propensity in (
+        (pairs[0], "A", 0.5),
+        (pairs[1], "B", 0.1),
+        (pairs[2], "A", 0.2),
+        (pairs[3], "B", None),
+        (gold, "B", None),
+    ):
+        JudgeCall.objects.create(run=run, pair=pair, order="ab", status="done", preference="A")
+        assignment = make_assignment(pair, worker)
+        Assignment.objects.filter(pk=assignment.pk).update(propensity=propensity)
+        HumanJudgment.objects.create(
+            study=study,
+            pair=pair,
+            worker=worker,
+            assignment=assignment,
+            a_left=True,
+            preference=vote,
+        )
+    return pairs
+
+
+def test_an_active_studys_agreement_weights_each_vote_by_its_propensity(cast: Cast) -> None:
+    judged_study(cast.study, "active")
+    payload = agreement_report_build(study=cast.study, params=FAST)
+    (judge,) = payload["judges"].values()
+    weighted = judge["vs_human"]["weighted"]
+    # Agreeing votes weigh 1/0.5 and 1/0.2; the others 1/0.1 and, unrecorded, 1/k with k = 4
+    # regular pairs: (2 + 5) / (2 + 10 + 5 + 4) = 1/3. The gold pair is left out; the plain
+    # vote-level rate (gold included) is 2 of 5.
+    assert weighted["estimate"] == pytest.approx(7 / 21)
+    assert (weighted["votes"], weighted["recorded"], weighted["prompts"]) == (4, 3, 4)
+    assert weighted["method"] == "hajek"
+    assert 0 <= weighted["lower"] <= weighted["estimate"] <= weighted["upper"] <= 1
+    assert judge["vs_human"]["with_ties"]["rate"] == pytest.approx(2 / 5)
+    section = next(s for s in SECTIONS if s.key == "agreement")
+    result = section.load(payload)
+    context = RenderContext(sources=("human", "all-A"), definition=section.definition)
+    tables = section.tables(result, context)
+    rows = [row for table in tables for row in table.rows]
+    assert any("propensity-weighted (Hajek" in str(row[1]) for row in rows)
+
+
+def test_a_uniform_studys_report_has_no_weighted_agreement(cast: Cast) -> None:
+    judged_study(cast.study, "uniform")
+    payload = agreement_report_build(study=cast.study, params=FAST)
+    (judge,) = payload["judges"].values()
+    assert judge["vs_human"]["weighted"] is None
