@@ -21,6 +21,7 @@ from judges.reward.services import pl_training_execute
 from judges.reward.services import pl_trainings_reconcile as trainings_reconcile
 from judges.services.calls import judge_call_execute
 from judges.services.connection import judge_connection_test_run
+from judges.services.panels import panel_run_combine as panel_combine
 from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
 
 TASK_OPTIONS: dict[str, Any] = {
@@ -51,6 +52,12 @@ def run_fan_out(run_id: int, after_call_id: int) -> None:
     last = judge_run_fan_out(run_id=run_id, after_call_id=after_call_id)
     if last is not None:
         run_fan_out.apply_async(args=[run_id, last])
+
+
+@shared_task(name="judges.panel_run_combine", max_retries=20, **TASK_OPTIONS, **DB_RETRY)
+def panel_run_combine(run_id: int) -> int:
+    """Write a panel run's calls from its members' runs (judges.services.panels)."""
+    return panel_combine(run_id=run_id)
 
 
 @shared_task(name="judges.calls_reconcile", **TASK_OPTIONS)

@@ -83,7 +83,7 @@ class RunListView(ResearcherRequiredMixin, View):
         elif run.judge.kind == Judge.Kind.PANEL:
             messages.success(
                 request,
-                f"Run {run.pk} done: {run.calls.count()} calls combined from its members' runs.",
+                f"Run {run.pk} queued: a worker combines its members' calls (no request is made).",
             )
         else:
             messages.success(request, f"Run {run.pk} started: {run.calls.count()} calls queued.")

@@ -330,6 +330,7 @@ CONCORD_JUDGE_FAN_OUT_CHUNK: int = env.int("CONCORD_JUDGE_FAN_OUT_CHUNK", defaul
 CELERY_TASK_ROUTES = {
     "judges.call_execute": {"queue": "llm_judge"},
     "judges.run_fan_out": {"queue": "llm_judge"},
+    "judges.panel_run_combine": {"queue": "llm_judge"},
     "judges.calls_reconcile": {"queue": "judge_reconcile"},
     "judges.connection_test": {"queue": "default"},
     "judges.pl_train": {"queue": "reward_model"},

@@ -289,10 +289,11 @@ def run_finish_if_complete(*, run_id: int) -> bool:
     if open_calls.exists():
         return False
     with transaction.atomic():
+        # A panel run has no open calls until its combination writes them all, done.
         finished = (
-            JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING).update(
-                status=JudgeRun.Status.DONE, finished_at=timezone.now()
-            )
+            JudgeRun.objects.filter(pk=run_id, status=JudgeRun.Status.RUNNING)
+            .exclude(judge__kind=Judge.Kind.PANEL)
+            .update(status=JudgeRun.Status.DONE, finished_at=timezone.now())
             == 1
         )
         if finished:

@@ -18,9 +18,10 @@ verdict is the rounded score collapsed with ties (1-3 A, 4-5 tie, 6-8 B); the ex
 in the call's request. The arithmetic is in decimals, so a half is exactly a half.
 
 A panel run makes no request: it reads each member's latest done (or imported) run on the study,
-refusing to start while any member has none, and writes one call per pair and order with the
-combined verdict, its request naming the member calls it used, at no cost of its own (the
-report's cost of a panel is the sum of its members' costs on the same pairs). Its pairs are the
+refusing to start while any member has none, and a worker (task judges.panel_run_combine) writes
+one call per pair and order with the combined verdict, its request naming the member calls it
+used, at no cost of its own (the report's cost of a panel is the sum of its members' costs on the
+same pairs). Its pairs are the
 member runs' pairs; its orders on a pair are those any member was asked in (``ab``, ``ba``; or
 ``both`` when every member's verdict there came combined from both orders, as published
 verdicts do).
@@ -41,6 +42,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -50,6 +52,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Pair, Study
+from core.broker import broker_check
 from core.conventions import likert_collapse
 from judges.models import Judge, JudgeCall, JudgeRun, PanelMember
 
@@ -312,13 +315,16 @@ def panel_run_start(
     pairs: Iterable[Pair] | None = None,
     seed: int | None = None,
 ) -> JudgeRun:
-    """Combine the members' latest done runs on the study into a done panel run, at once.
+    """Create a running panel run on the members' latest done runs, and queue its combination.
 
-    No request is made and nothing is queued: the members' calls are read and one call per pair
-    and order is written, in one transaction with the run. Raise ValidationError naming the
-    members without a done run on the study, or for pairs of another study. The caller
+    No request is made: a worker's :func:`panel_run_combine` reads the members' calls and
+    writes the panel's (a database read and a bulk insert, kept out of the web request for a
+    large study). Raise ValidationError naming the members without a done run on the study, or
+    for pairs of another study; BrokerUnavailable before anything is written. The caller
     (judges.services.runs.judge_run_start) has checked that `user` may run judges on `study`.
     """
+    from judges.services.runs import TASK_PANEL_COMBINE, _judge_task_send
+
     seats = member_runs_get(panel=judge, study=study)
     if len(seats) < 2:
         raise ValidationError({"judge": "a panel needs at least two members"})
@@ -348,49 +354,98 @@ def panel_run_start(
         pair_ids = {p.pk for p in pair_list}
     if not pair_ids:
         raise ValidationError({"pairs": "the members' runs judged no pairs"})
-    calls: dict[tuple[int, int], list[MemberCall]] = defaultdict(list)
-    for pk, run_id, pair_id, order, status, preference, likert in (
-        JudgeCall.objects.filter(run_id__in=run_ids, pair_id__in=pair_ids)
-        .order_by("pk")
-        .values_list("pk", "run_id", "pair_id", "order", "status", "preference", "likert")
-    ):
-        calls[(run_id, pair_id)].append(
-            MemberCall(pk, order, status == JudgeCall.Status.DONE, preference, likert)
-        )
-    named = [(seat.member.name, seat.weight) for seat, _ in seats]
-    now = timezone.now()
-    derived: list[JudgeCall] = []
-    for pair_id in sorted(pair_ids):
-        per_member = [calls.get((run_id, pair_id), []) for run_id in run_ids]
-        for order in _panel_orders(per_member):
-            votes = [_member_vote(member_calls, order) for member_calls in per_member]
-            fields = panel_call_fields(rule=judge.panel_rule, seats=named, votes=votes, order=order)
-            derived.append(
-                JudgeCall(
-                    pair_id=pair_id,
-                    order=order,
-                    status=JudgeCall.Status.DONE,
-                    attempts=0,
-                    latency_ms=0,
-                    finished_at=now,
-                    **fields,
-                )
-            )
+    broker_check()
+    names = [seat.member.name for seat, _ in seats]
     with transaction.atomic():
         run = JudgeRun.objects.create(
             judge=judge,
             study=study,
-            status=JudgeRun.Status.DONE,
+            status=JudgeRun.Status.RUNNING,
             seed=seed or 0,
             created_by=user,
-            started_at=now,
-            finished_at=now,
+            started_at=timezone.now(),
             note="panel of runs "
-            + ", ".join(f"{name} #{r.pk}" for (name, _), r in zip(named, member_runs, strict=True)),
+            + ", ".join(f"{name} #{r.pk}" for name, r in zip(names, member_runs, strict=True)),
         )
         run.pairs.set(sorted(pair_ids))
         run.panel_sources.set(member_runs)
-        for call in derived:
-            call.run = run
-        JudgeCall.objects.bulk_create(derived, batch_size=2000)
+        run_id = run.pk
+        transaction.on_commit(lambda: _judge_task_send(TASK_PANEL_COMBINE, args=[run_id]))
     return run
+
+
+def panel_run_combine(*, run_id: int) -> int:
+    """Write a running panel run's calls from its member runs' and mark it done; return how many
+    calls were written (0 when the run is not a running panel run: safe to run twice).
+
+    Holds the run's row lock (SELECT ... FOR UPDATE) for the transaction that writes the calls
+    and the done status, so two workers given the same message write once.
+    """
+    with transaction.atomic():
+        run = (
+            JudgeRun.objects.select_for_update(of=("self",))
+            .select_related("judge")
+            .filter(pk=run_id, status=JudgeRun.Status.RUNNING, judge__kind=Judge.Kind.PANEL)
+            .first()
+        )
+        if run is None:
+            return 0
+        by_judge = {r.judge_id: r for r in run.panel_sources.all()}
+        seats = list(
+            run.judge.panel_members.select_related("member").order_by("position", "member_id")
+        )
+        sources = [(seat, by_judge.get(seat.member_id)) for seat in seats]
+        if any(source is None for _, source in sources):
+            JudgeRun.objects.filter(pk=run_id).update(
+                status=JudgeRun.Status.FAILED,
+                finished_at=timezone.now(),
+                note=run.note + "; the panel's members changed after the run started",
+            )
+            return 0
+        run_ids = [source.pk for _, source in sources if source is not None]
+        pair_ids = sorted(run.pairs.values_list("pk", flat=True))
+        calls: dict[tuple[int, int], list[MemberCall]] = defaultdict(list)
+        for pk, member_run_id, pair_id, order, status, preference, likert in (
+            JudgeCall.objects.filter(run_id__in=run_ids, pair_id__in=pair_ids)
+            .order_by("pk")
+            .values_list("pk", "run_id", "pair_id", "order", "status", "preference", "likert")
+        ):
+            calls[(member_run_id, pair_id)].append(
+                MemberCall(pk, order, status == JudgeCall.Status.DONE, preference, likert)
+            )
+        named = [(seat.member.name, seat.weight) for seat, _ in sources]
+        now = timezone.now()
+        derived: list[JudgeCall] = []
+        for pair_id in pair_ids:
+            per_member = [calls.get((member_run_id, pair_id), []) for member_run_id in run_ids]
+            for order in _panel_orders(per_member):
+                votes = [_member_vote(member_calls, order) for member_calls in per_member]
+                fields = panel_call_fields(
+                    rule=run.judge.panel_rule, seats=named, votes=votes, order=order
+                )
+                derived.append(
+                    JudgeCall(
+                        run_id=run_id,
+                        pair_id=pair_id,
+                        order=order,
+                        status=JudgeCall.Status.DONE,
+                        attempts=0,
+                        latency_ms=0,
+                        finished_at=now,
+                        **fields,
+                    )
+                )
+        JudgeCall.objects.bulk_create(derived, batch_size=2000, ignore_conflicts=True)
+        JudgeRun.objects.filter(pk=run_id).update(status=JudgeRun.Status.DONE, finished_at=now)
+    return len(derived)
+
+
+def panel_runs_stale(*, before: datetime) -> list[int]:
+    """Running panel runs started before `before`: their combination's message was lost."""
+    return list(
+        JudgeRun.objects.filter(
+            status=JudgeRun.Status.RUNNING, judge__kind=Judge.Kind.PANEL, started_at__lt=before
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )

@@ -34,11 +34,13 @@ from judges.services.calls import (
 from judges.services.grading import grade_calls_create, is_grading, references_missing
 from judges.services.judges import judge_readiness
 from judges.services.limits import study_run_place_take
+from judges.services.panels import panel_runs_stale
 
 logger = logging.getLogger(__name__)
 
 TASK_CALL_EXECUTE = "judges.call_execute"
 TASK_RUN_FAN_OUT = "judges.run_fan_out"
+TASK_PANEL_COMBINE = "judges.panel_run_combine"
 # The PostgreSQL advisory lock held by the one reconciler running ("conc" in ASCII).
 RECONCILE_LOCK = 0x636F6E63
 
@@ -106,7 +108,7 @@ def judge_run_start(
 
     A single-answer grading judge gets one call per answer and turn instead, its pair verdicts
     derived when the last is recorded (judges.services.grading). A panel (judges.services.
-    panels) combines its members' done runs into a done run at once, queueing nothing. Every
+    panels) queues one task that combines its members' done runs, and makes no call. Every
     prompt the judge would show with a reference answer (the study's reference categories) must
     have one.
 
@@ -127,7 +129,7 @@ def judge_run_start(
 
         return pl_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
     if judge.kind == Judge.Kind.PANEL:
-        # A panel asks nothing: it combines its members' done runs at once (no budget to cap).
+        # A panel asks nothing: a worker combines its members' done runs (no budget to cap).
         from judges.services.panels import panel_run_start
 
         return panel_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
@@ -377,7 +379,11 @@ def _reconcile() -> int:
         "pk", flat=True
     ):
         run_finish_if_complete(run_id=run_id)
-    return len(taken_back) + len(stale)
+    # A panel run still running after the grace period lost its combination's message.
+    panels = panel_runs_stale(before=now - grace) if not waiting else []
+    for run_id in panels:
+        _judge_task_send(TASK_PANEL_COMBINE, args=[run_id])
+    return len(taken_back) + len(stale) + len(panels)
 
 
 def _broker_error() -> str:

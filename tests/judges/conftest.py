@@ -8,10 +8,13 @@ from decimal import Decimal
 import pytest
 import redis
 from django.conf import settings
+from django.contrib.auth.models import User
 
 from annotation.models import Answer, Pair, Prompt, Study, System
-from judges.models import Judge
+from judges.models import Judge, JudgeRun
 from judges.services.judges import judge_create
+from judges.services.panels import panel_run_combine
+from judges.services.runs import judge_run_start
 from tests.judges.fake_openai import API_KEY, FakeOpenAI
 
 KEY_ENV = "CONCORD_JUDGE_KEY_TEST"
@@ -93,3 +96,12 @@ def make_marked_pairs(study: Study, count: int) -> list[Pair]:
 
 def pair_key(pair: Pair, order: str) -> str:
     return f"{pair.prompt.external_id}:{order}"
+
+
+def panel_run(*, judge: Judge, study: Study, user: User) -> JudgeRun:
+    """Start a panel run and do what its worker does: combine the members' calls."""
+    run = judge_run_start(judge=judge, study=study, user=user)
+    assert run.status == JudgeRun.Status.RUNNING and not run.calls.exists()
+    assert panel_run_combine(run_id=run.pk) == run.calls.count()
+    run.refresh_from_db()
+    return run

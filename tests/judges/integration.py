@@ -255,3 +255,22 @@ class PrivateRedis:
             capture_output=True,
         )
         wait_for(lambda: not self._answers(), 10)
+
+
+def judge_queue_messages(
+    url: str, queue_name: str = "llm_judge", *, timeout: float = 1.0
+) -> list[tuple[str, list[int]]]:
+    """A queue's messages as (task name, args), popped from Redis as a worker pops them (each
+    acknowledged, so the queue is empty afterwards)."""
+    from kombu import Connection
+
+    found: list[tuple[str, list[int]]] = []
+    with Connection(url) as conn:
+        queue = conn.SimpleQueue(queue_name)
+        while True:
+            try:
+                message = queue.get(timeout=timeout)
+            except queue.Empty:
+                return found
+            found.append((message.headers["task"], list(message.payload[0])))
+            message.ack()

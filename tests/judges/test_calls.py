@@ -36,7 +36,7 @@ from judges.services.runs import (
 )
 from tests.judges.conftest import KEY_ENV, make_llm_judge, make_marked_pairs, pair_key
 from tests.judges.fake_openai import Fault
-from tests.judges.integration import broker_purge, free_port
+from tests.judges.integration import broker_purge, free_port, judge_queue_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -393,18 +393,7 @@ def test_the_reconciler_returns_calls_whose_lease_ran_out_and_counts_them_possib
 
 def judge_queue_in_worker_order(url: str) -> list[int]:
     """The call ids of the judge queue's messages, popped from Redis as a worker pops them."""
-    from kombu import Connection
-
-    ids: list[int] = []
-    with Connection(url) as conn:
-        queue = conn.SimpleQueue("llm_judge")
-        while True:
-            try:
-                message = queue.get(timeout=1)
-            except queue.Empty:
-                return ids
-            ids.append(message.payload[0][0])
-            message.ack()
+    return [args[0] for _, args in judge_queue_messages(url)]
 
 
 def test_a_call_taken_back_from_a_dead_worker_is_sent_ahead_of_the_backlog(cast, fake, api_key):

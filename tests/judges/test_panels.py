@@ -4,6 +4,7 @@ weighted mean, each against a hand count; the missing-member rule; refusals; acc
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -14,11 +15,19 @@ from annotation.models import Answer, Pair, Prompt, Study, System
 from annotation.roles import Role
 from annotation.services.roles import study_member_add
 from judges.models import Judge, JudgeCall, JudgeRun
-from judges.services.panels import likert_mean, likert_round, majority_label, panel_create
+from judges.services.panels import (
+    likert_mean,
+    likert_round,
+    majority_label,
+    panel_create,
+    panel_run_combine,
+)
 from judges.services.runs import judge_run_start
 from tests.conftest import Cast, make_user
+from tests.judges.conftest import panel_run
 
 pytestmark = pytest.mark.django_db
+
 
 # Likert 1-8 canonical: 2 = A, 7 = B, 4 = tie, unless a test gives its own scores.
 LIKERT = {"A": 2, "B": 7, "tie": 4}
@@ -132,7 +141,7 @@ def test_a_majority_panel_gives_each_pair_and_order_the_hand_counted_majority(
     pairs, runs = three_members
     members = [run.judge for run in runs]
     panel = panel_create(name="jury", study=cast.study, members=members, rule="majority")
-    run = judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    run = panel_run(judge=panel, study=cast.study, user=cast.researcher)
     assert run.status == JudgeRun.Status.DONE and run.judge == panel
     assert set(run.panel_sources.all()) == set(runs)
     calls = panel_calls(run)
@@ -174,7 +183,7 @@ def test_a_mean_likert_panel_rounds_the_hand_computed_mean(
     panel = panel_create(
         name="jury", study=cast.study, members=[r.judge for r in runs], rule="mean_likert"
     )
-    calls = panel_calls(judge_run_start(judge=panel, study=cast.study, user=cast.researcher))
+    calls = panel_calls(panel_run(judge=panel, study=cast.study, user=cast.researcher))
     p = [pair.pk for pair in pairs]
     # (2+3+7)/3 = 4 -> 4 tie; (2+7+4)/3 = 4.33 -> 4; (1+8+4)/3 = 4.33 -> 4;
     # (7+8+5)/3 = 6.67 -> 7 B; (6+7+4)/3 = 5.67 -> 6 B; (2+3+1)/3 = 2 A; (7+6+8)/3 = 7 B.
@@ -205,7 +214,7 @@ def test_a_weighted_panel_uses_the_researchers_weights(
         rule="weighted",
         weights=[Decimal(3), Decimal(1), Decimal(1)],
     )
-    calls = panel_calls(judge_run_start(judge=panel, study=cast.study, user=cast.researcher))
+    calls = panel_calls(panel_run(judge=panel, study=cast.study, user=cast.researcher))
     p = [pair.pk for pair in pairs]
     # (3*2 + 3 + 7) / 5 = 3.2 -> 3 A (the equal-weight mean was a tie);
     # (3*2 + 7 + 4) / 5 = 3.4 -> 3 A; (3*7 + 8 + 5) / 5 = 6.8 -> 7 B; (3*2 + 3 + 1) / 5 = 2 A.
@@ -229,7 +238,7 @@ def test_a_member_asked_in_one_order_votes_with_that_verdict_in_both(cast: Cast)
     panel = panel_create(
         name="jury", study=cast.study, members=[both.judge, one.judge, bare.judge], rule="majority"
     )
-    calls = panel_calls(judge_run_start(judge=panel, study=cast.study, user=cast.researcher))
+    calls = panel_calls(panel_run(judge=panel, study=cast.study, user=cast.researcher))
     # A first: A, B (its only verdict), B -> B; B first: B, B, B (its only verdict) -> B.
     assert calls[(pair, "ab")].preference == "B"
     assert calls[(pair, "ba")].preference == "B"
@@ -242,7 +251,7 @@ def test_a_member_asked_in_one_order_votes_with_that_verdict_in_both(cast: Cast)
         members=[both.judge, one.judge, bare.judge],
         rule="mean_likert",
     )
-    calls = panel_calls(judge_run_start(judge=likert_panel, study=cast.study, user=cast.researcher))
+    calls = panel_calls(panel_run(judge=likert_panel, study=cast.study, user=cast.researcher))
     assert calls[(pair, "ab")].preference == ""
     assert "no Likert score from labels" in calls[(pair, "ab")].parse_error
 
@@ -254,7 +263,7 @@ def test_a_members_failed_call_leaves_that_order_without_a_panel_verdict(cast: C
     panel = panel_create(
         name="jury", study=cast.study, members=[m1.judge, m2.judge], rule="majority"
     )
-    calls = panel_calls(judge_run_start(judge=panel, study=cast.study, user=cast.researcher))
+    calls = panel_calls(panel_run(judge=panel, study=cast.study, user=cast.researcher))
     assert calls[(pair, "ab")].preference == "" and "m2" in calls[(pair, "ab")].parse_error
     assert calls[(pair, "ba")].preference == "A"
 
@@ -310,7 +319,7 @@ def test_only_a_researcher_of_the_study_starts_a_panel_run(cast: Cast) -> None:
         with pytest.raises(PermissionDenied):
             judge_run_start(judge=panel, study=cast.study, user=user)
     assert not JudgeRun.objects.filter(judge=panel).exists()
-    run = judge_run_start(judge=panel, study=cast.study, user=cast.admin)
+    run = panel_run(judge=panel, study=cast.study, user=cast.admin)
     assert JudgeCall.objects.get(run=run).preference == "A"
 
 
@@ -326,7 +335,7 @@ def test_the_panel_uses_each_members_latest_done_run(cast: Cast) -> None:
     panel = panel_create(
         name="jury", study=cast.study, members=[old.judge, m2.judge], rule="majority"
     )
-    run = judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    run = panel_run(judge=panel, study=cast.study, user=cast.researcher)
     assert set(run.panel_sources.all()) == {newer, m2}
     assert JudgeCall.objects.get(run=run).preference == "A"
 
@@ -361,7 +370,8 @@ def test_a_researcher_makes_a_panel_on_its_page_and_runs_it_from_the_run_list(
     assert 'id="panel-members"' in detail and "m3" in detail
     started = client.post(reverse("judges:run_list", args=[cast.study.slug]), {"judge": panel.pk})
     run = JudgeRun.objects.get(judge=panel)
-    assert started.status_code == 302 and run.status == "done"
+    assert started.status_code == 302 and run.status == "running"
+    panel_run_combine(run_id=run.pk)
     # (2 + 3 + 5 x 8) / 7 = 6.43 -> 6: B.
     assert JudgeCall.objects.get(run=run).preference == "B"
 
@@ -410,7 +420,7 @@ def test_the_demo_has_a_panel_of_its_three_judges_that_waits_for_their_runs(cast
         judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
 
 
-def test_the_judge_run_command_runs_a_panel_and_says_its_calls_were_combined(cast: Cast) -> None:
+def test_the_judge_run_command_queues_a_panel_run_and_says_a_worker_combines_it(cast: Cast) -> None:
     from io import StringIO
 
     from django.core.management import call_command
@@ -431,7 +441,8 @@ def test_the_judge_run_command_runs_a_panel_and_says_its_calls_were_combined(cas
         stdout=out,
     )
     run = JudgeRun.objects.get(judge__name="jury")
-    assert out.getvalue().strip() == f"run {run.pk} done: 2 calls combined from its members' runs"
+    assert out.getvalue().strip() == f"run {run.pk} queued: a worker combines its members' calls"
+    assert panel_run_combine(run_id=run.pk) == 2
     # (2 + 3) / 2 = 2.5 -> 3: A; (3 + 7) / 2 = 5 -> 5: tie.
     calls = panel_calls(run)
     assert (calls[(pair, "ab")].likert, calls[(pair, "ab")].preference) == (3, "A")
@@ -447,7 +458,7 @@ def test_the_panels_call_page_links_the_member_calls_it_combined(
     panel = panel_create(
         name="jury", study=cast.study, members=[r1.judge, r2.judge], rule="majority"
     )
-    run = judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    run = panel_run(judge=panel, study=cast.study, user=cast.researcher)
     call = JudgeCall.objects.get(run=run)
     client.force_login(cast.researcher)
     assert (
@@ -460,3 +471,41 @@ def test_the_panels_call_page_links_the_member_calls_it_combined(
     link = reverse("judges:call_detail", args=[cast.study.slug, r1.pk, m1_call.pk])
     assert f'href="{link}"' in html and "no verdict" in html  # m2's call did not parse
     assert "no verdict from m2" in html and "Not sent yet" not in html
+
+
+def test_a_panel_run_is_combined_by_one_task_once_and_a_lost_message_is_sent_again(
+    cast: Cast, django_capture_on_commit_callbacks: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from judges.services.runs import judge_calls_reconcile
+    from tests.judges.integration import broker_purge, judge_queue_messages
+
+    def queued() -> list[tuple[str, list[int]]]:
+        return judge_queue_messages(settings.CELERY_BROKER_URL)
+
+    broker_purge(settings.CELERY_BROKER_URL)
+    pair = make_pairs(cast.study, 1)[0].pk
+    m1 = member_run(cast.study, "m1", {(pair, "ab"): 2}).judge
+    m2 = member_run(cast.study, "m2", {(pair, "ab"): 3}).judge
+    panel = panel_create(name="jury", study=cast.study, members=[m1, m2], rule="majority")
+    with django_capture_on_commit_callbacks(execute=True):
+        run = judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    assert queued() == [("judges.panel_run_combine", [run.pk])]
+    # The reconciler neither finishes a panel run without calls nor sends it again in its grace.
+    judge_calls_reconcile()
+    run.refresh_from_db()
+    assert run.status == "running" and queued() == []
+    # Its message lost: past the grace period the reconciler sends it again.
+    JudgeRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    judge_calls_reconcile()
+    assert queued() == [("judges.panel_run_combine", [run.pk])]
+    # Two workers given it write once.
+    assert panel_run_combine(run_id=run.pk) == 1
+    assert panel_run_combine(run_id=run.pk) == 0
+    run.refresh_from_db()
+    assert run.status == "done" and JudgeCall.objects.get(run=run).preference == "A"
+    broker_purge(settings.CELERY_BROKER_URL)

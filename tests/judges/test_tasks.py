@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db
     [
         (tasks.call_execute, "judges.call_execute", Queue.LLM_JUDGE),
         (tasks.run_fan_out, "judges.run_fan_out", Queue.LLM_JUDGE),
+        (tasks.panel_run_combine, "judges.panel_run_combine", Queue.LLM_JUDGE),
         (tasks.calls_reconcile, "judges.calls_reconcile", Queue.JUDGE_RECONCILE),
     ],
 )

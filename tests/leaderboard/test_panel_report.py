@@ -15,14 +15,16 @@ from django.urls import reverse
 from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.panels import panel_create
-from judges.services.runs import judge_run_start
 from leaderboard.selectors.frames import VoteFilters
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from tests.conftest import Cast
 from tests.factories import make_assignment
+from tests.judges.conftest import panel_run
 from tests.leaderboard.conftest import get_computed
 
 pytestmark = pytest.mark.django_db
+
+
 FAST = ReportParams(ci_rounds=50, elo_rounds=3, bt_rounds=3)
 LIKERT = {"A": 2, "B": 7, "tie": 4}
 PRICE = {"m1": Decimal("0.001"), "m2": Decimal("0.003"), "m3": Decimal("0.010")}
@@ -112,7 +114,7 @@ def jury(world: World, cast: Cast, names: tuple[str, ...] = ("m1", "m2", "m3")) 
         members=[world.runs[n].judge for n in names],
         rule="majority",
     )
-    return judge_run_start(judge=panel, study=world.study, user=cast.researcher)
+    return panel_run(judge=panel, study=world.study, user=cast.researcher)
 
 
 def test_the_panel_has_its_agreement_and_summed_cost_beside_its_members(

@@ -60,12 +60,10 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         if judge.kind == Judge.Kind.PANEL:
-            # A panel asks nothing: its calls are combined from its members' runs at once.
-            self.stdout.write(
-                f"run {run.pk} done: {run.calls.count()} calls combined from its members' runs"
-            )
-            return
-        self.stdout.write(f"run {run.pk} started: {run.calls.count()} calls queued")
+            # A panel asks nothing: a worker writes its calls from its members' runs.
+            self.stdout.write(f"run {run.pk} queued: a worker combines its members' calls")
+        else:
+            self.stdout.write(f"run {run.pk} started: {run.calls.count()} calls queued")
         if options["wait"]:
             self._wait(run, options["poll"])
 

@@ -27,7 +27,7 @@ from judges.reward.scoring import (
 from judges.selectors.runs import judge_run_progress
 from judges.services.runs import judge_run_cancel, judge_run_resume
 from tests.conftest import PASSWORD, Cast
-from tests.judges.integration import broker_purge
+from tests.judges.integration import broker_purge, judge_queue_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -43,18 +43,7 @@ def broker(settings: LazySettings) -> Iterator[str]:
 
 def queued(url: str) -> list[tuple[str, list[int]]]:
     """The reward_model queue's messages (task name, args), popped as a worker pops them."""
-    from kombu import Connection
-
-    found: list[tuple[str, list[int]]] = []
-    with Connection(url) as conn:
-        queue = conn.SimpleQueue(QUEUE)
-        while True:
-            try:
-                message = queue.get(timeout=0.5)
-            except queue.Empty:
-                return found
-            found.append((message.headers["task"], list(message.payload[0])))
-            message.ack()
+    return judge_queue_messages(url, QUEUE, timeout=0.5)
 
 
 def pl_run(cast: Cast) -> JudgeRun:
