@@ -51,6 +51,9 @@ from leaderboard.services.export_jobs import (
 )
 from leaderboard.services.exports import CONTENT_TYPES, EXPORT_FORMATS, study_export_stream
 from leaderboard.services.reports import (
+    RECOMPUTE_AFTER_RUNNING,
+    RECOMPUTE_ALREADY_QUEUED,
+    RECOMPUTE_QUEUED,
     ReportState,
     report_recompute_request,
     report_state_get,
@@ -100,6 +103,17 @@ def _filename(study: Study, name: str, extension: str) -> str:
     return f"{study.slug}-{name}.{extension}"
 
 
+RECOMPUTE_MESSAGES = {
+    RECOMPUTE_QUEUED: "The report is being recomputed.",
+    RECOMPUTE_ALREADY_QUEUED: (
+        "A recomputation of this report is already queued: nothing more was queued."
+    ),
+    RECOMPUTE_AFTER_RUNNING: (
+        "The report is being computed now; one more computation follows it, with your edits."
+    ),
+}
+
+
 class StudyAnalysisView(ResearcherRequiredMixin, View):
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
@@ -130,8 +144,8 @@ class StudyAnalysisView(ResearcherRequiredMixin, View):
         if not form.is_valid():
             context = {"study": study, "form": form}
             return render(request, "leaderboard/study_analysis.html", context, status=400)
-        report_recompute_request(study=study, filters=form.filters())
-        messages.info(request, "The report is being recomputed.")
+        outcome = report_recompute_request(study=study, filters=form.filters())
+        messages.info(request, RECOMPUTE_MESSAGES[outcome])
         return redirect(f"{request.path}?{request.GET.urlencode()}")
 
 

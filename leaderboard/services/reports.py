@@ -327,7 +327,14 @@ def report_state_get(
     return ReportState(snapshot, "stale" if snapshot.payload is not None else "computing")
 
 
-def report_recompute_request(*, study: Study, filters: VoteFilters) -> ReportSnapshot:
+# What a "Recompute now" did, for the page to say: queued a computation, found one queued
+# already (nothing more queued), or left it to the computation running now (one more follows).
+RECOMPUTE_QUEUED = "queued"
+RECOMPUTE_ALREADY_QUEUED = "already queued"
+RECOMPUTE_AFTER_RUNNING = "after the running computation"
+
+
+def report_recompute_request(*, study: Study, filters: VoteFilters) -> str:
     """Mark the snapshot of these filters (and the study's report settings) stale and queue its
     computation: for data edited in place, which the fingerprint does not see (an answer's
     text).
@@ -335,7 +342,9 @@ def report_recompute_request(*, study: Study, filters: VoteFilters) -> ReportSna
     Requests are merged by key, never lost: while a computation is queued, another request
     queues nothing (60 clicks, one task); while one runs, the request only bumps
     `recompute_requests`, and the running computation, seeing the bump when it stores its
-    result, leaves the snapshot stale and queues exactly one more (see _compute_into)."""
+    result, leaves the snapshot stale and queues exactly one more (see _compute_into).
+
+    Return which of the three it was (RECOMPUTE_QUEUED, _ALREADY_QUEUED, _AFTER_RUNNING)."""
     params = report_params_for(study=study)
     snapshot = report_snapshot_for(study=study, filters=filters, params=params)
     ReportSnapshot.objects.filter(pk=snapshot.pk).update(
@@ -345,9 +354,11 @@ def report_recompute_request(*, study: Study, filters: VoteFilters) -> ReportSna
     # queues), one that ends after it sees the bump (and queues); both queue through the same
     # conditional UPDATE, so only one of them sends.
     snapshot.refresh_from_db()
-    if not _computing(snapshot):
-        report_recompute_queue(snapshot=snapshot)
-    return snapshot
+    if _computing(snapshot):
+        return RECOMPUTE_AFTER_RUNNING
+    if report_recompute_queue(snapshot=snapshot):
+        return RECOMPUTE_QUEUED
+    return RECOMPUTE_ALREADY_QUEUED
 
 
 def _computing(snapshot: ReportSnapshot) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.messages import get_messages
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -249,10 +250,19 @@ def test_sixty_recompute_clicks_queue_one_report_task(
     client.force_login(cast.researcher)
     get_computed(client, url(judged_study))
     broker_purge(settings.CELERY_BROKER_URL, "analysis")
+    said: list[str] = []
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(60):
-            assert client.post(url(judged_study)).status_code == 302
+            response = client.post(url(judged_study))
+            assert response.status_code == 302
+            said.append(str(list(get_messages(response.wsgi_request))[-1]))  # this click's
     assert queue_length(Queue.ANALYSIS) == 1
+    # Each click says what it did: the first queued it, the others found it queued.
+    assert (
+        said
+        == ["The report is being recomputed."]
+        + ["A recomputation of this report is already queued: nothing more was queued."] * 59
+    )
     assert client.get(url(judged_study))["X-Concord-Report"] == "stale"
     broker_purge(settings.CELERY_BROKER_URL, "analysis")
 
@@ -279,17 +289,26 @@ def test_a_click_during_a_compute_queues_exactly_one_follow_up_that_is_not_lost(
     read = reports._votes_and_extras_get
     clicks: list[int] = []
 
+    said: list[str] = []
+
     def read_while_the_researcher_clicks(**kwargs: Any) -> Any:
         rows = read(**kwargs)
         if not clicks:
             for _ in range(3):
-                clicks.append(client.post(url(judged_study)).status_code)
+                response = client.post(url(judged_study))
+                clicks.append(response.status_code)
+                said.append(str(list(get_messages(response.wsgi_request))[-1]))
         return rows
 
     monkeypatch.setattr(reports, "_votes_and_extras_get", read_while_the_researcher_clicks)
     with django_capture_on_commit_callbacks(execute=True):
         assert report_snapshot_compute(snapshot_id=snapshot.pk) == "computed"
     assert clicks == [302, 302, 302]
+    assert (
+        said
+        == ["The report is being computed now; one more computation follows it, with your edits."]
+        * 3
+    )
     assert queue_length(Queue.ANALYSIS) == 1  # one follow-up for the three clicks
     assert client.get(url(judged_study))["X-Concord-Report"] == "stale"
 
