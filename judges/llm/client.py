@@ -8,7 +8,9 @@ redirects are not followed, so a judge cannot be pointed at an internal service 
 from __future__ import annotations
 
 import email.utils
+import functools
 import os
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -324,13 +326,23 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
         self._backend.sleep(seconds)
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """The process's one TLS context for judge APIs, built as httpx builds its default (the CA
+    bundle, SSL_CERT_FILE / SSL_CERT_DIR honoured). Building one loads the whole CA bundle, about
+    20 ms of CPU: a transport built per call with its own context spent most of a call's time
+    there against a fast API (benchmarks/bench_judge_pipeline.py). A context is safe to share
+    between threads once built."""
+    return httpx2.create_ssl_context()
+
+
 def _transport_with(backend: _DeadlineBackend) -> httpx2.HTTPTransport:
     """An httpx transport whose connections end by the backend's deadline.
 
     httpx takes no network backend as an argument, so the pool's is replaced; a test trickling
     a reply past the deadline (tests/judges/test_calls.py) catches any change of that attribute.
     """
-    transport = httpx2.HTTPTransport()
+    transport = httpx2.HTTPTransport(verify=_ssl_context())
     transport._pool._network_backend = backend
     return transport
 

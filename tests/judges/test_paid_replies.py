@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from django.db import OperationalError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from judges.llm.client import _DeadlineBackend
+from judges.llm.client import _DeadlineBackend, chat_client
 from judges.models import JudgeCall
 from judges.services.calls import judge_call_execute
 from judges.services.journal import journal_key
@@ -206,3 +207,15 @@ def test_a_reply_whose_database_write_outlived_the_lease_is_recorded_from_the_jo
     # Once the database holds it, the journal does not.
     journal = redis.Redis.from_url(settings.REDIS_URL)
     assert not journal.exists(journal_key(f"concord-call-{call.pk}"))
+
+
+def test_judge_clients_share_one_tls_context_built_once_per_process() -> None:
+    # Building a context loads the CA bundle (about 20 ms of CPU); a client is built per call.
+    first = chat_client(base_url="https://api.openai.com/v1", api_key="sk-x", timeout=5)
+    second = chat_client(base_url="https://api.openai.com/v1", api_key="sk-y", timeout=5)
+    contexts = [
+        c.client._client._transport._pool._ssl_context  # type: ignore[attr-defined]
+        for c in (first, second)
+    ]
+    assert contexts[0] is contexts[1]
+    assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname
