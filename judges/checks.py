@@ -23,3 +23,22 @@ def judge_deadline_below_lease(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register()
+def judge_call_time_limit_above_lease(**kwargs: Any) -> list[CheckMessage]:
+    """A call's task may wait a lease for its rate-limit slot and run a lease once claimed; its
+    soft time limit must come after both, or it could stop a call that is still its own."""
+    from judges.tasks import CALL_SOFT_TIME_LIMIT
+
+    lease = settings.CONCORD_JUDGE_LEASE_SECONDS
+    if 2 * lease >= CALL_SOFT_TIME_LIMIT:
+        return [
+            Error(
+                f"CONCORD_JUDGE_LEASE_SECONDS ({lease}) must be below half the soft time limit "
+                f"of judges.call_execute ({CALL_SOFT_TIME_LIMIT} s, judges/tasks.py): a call "
+                "waits up to a lease for its rate-limit slot and runs up to a lease once claimed",
+                id="judges.E002",
+            )
+        ]
+    return []

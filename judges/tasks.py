@@ -1,20 +1,21 @@
 """Celery tasks of the judges app: doors that load ids and call one service.
 
-Every task has a stable explicit name, takes ids only, acknowledges late and is rejected (so
-redelivered) when its worker dies. Results are not stored: the call rows are the record. They
-are routed by CELERY_TASK_ROUTES in the settings: LLM calls and fan-out to the llm_judge queue,
-the reconcilers of calls and of PL runs to judge_reconcile, PL training and scoring to the
-reward_model queue. A dropped database connection is the one error the call tasks retry here
-(the services retry their own writes first; what is left is safe to run again).
+Each is made by core.tasks.task (a stable name, late acknowledgement, redelivery when its
+worker dies, no stored result: the call rows are the record; time limits) and takes ids only.
+Queues: LLM calls, fan-out and panel combination on llm_judge, the reconcilers of calls and of
+PL runs on judge_reconcile, PL training and scoring on reward_model, connection tests on
+default. A dropped database connection is the one error the call
+tasks retry here (the services retry their own writes first; what is left is safe to run again).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
+from core.queues import Queue
+from core.tasks import task
 from judges.reward.scoring import pl_run_execute
 from judges.reward.scoring import pl_runs_reconcile as runs_reconcile
 from judges.reward.services import pl_training_execute
@@ -24,11 +25,18 @@ from judges.services.connection import judge_connection_test_run
 from judges.services.panels import panel_run_combine as panel_combine
 from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
 
-TASK_OPTIONS: dict[str, Any] = {
-    "acks_late": True,
-    "reject_on_worker_lost": True,
-    "ignore_result": True,
-}
+# A call waits at most a lease for its rate-limit slot, then runs at most a lease once claimed
+# (CONCORD_JUDGE_LEASE_SECONDS, 180 s by default); its soft limit comes after both, so that by
+# then the reconciler has taken the call back and this worker can write nothing more to it
+# (judges.checks.judge_call_time_limit_above_lease checks it against the settings).
+CALL_SOFT_TIME_LIMIT = 420
+CALL_TIME_LIMIT = 480
+# PL training and scoring are the long jobs: 26.5 s per 1,000 ranked lists and 40 epochs with
+# cached embeddings, minutes per epoch with a cross-encoder on a CPU, and about 60 answers
+# encoded per second (docs/reward-model.md, docs/benchmarks.md: 100,000 answers take half an
+# hour). Two hours leaves room for a slow machine; a study beyond it trains on a GPU.
+PL_SOFT_TIME_LIMIT = 7200
+PL_TIME_LIMIT = 7500
 DB_RETRY: dict[str, Any] = {
     "autoretry_for": (OperationalError, InterfaceError),
     "retry_backoff": 1,
@@ -37,60 +45,141 @@ DB_RETRY: dict[str, Any] = {
 }
 
 
-@shared_task(name="judges.call_execute", bind=True, max_retries=None, **TASK_OPTIONS, **DB_RETRY)
+@task(
+    name="judges.call_execute",
+    queue=Queue.LLM_JUDGE,
+    soft_time_limit=CALL_SOFT_TIME_LIMIT,
+    time_limit=CALL_TIME_LIMIT,
+    bind=True,
+    max_retries=None,
+    **DB_RETRY,
+)
 def call_execute(self: Any, call_id: int) -> str:
-    """Make one judge call; retry later when the service says a transient error allows it."""
+    """Make one judge call; retry later when the service says a transient error allows it.
+
+    Limits 420 s soft, 480 s hard (CALL_SOFT_TIME_LIMIT): past the rate-limit wait and the
+    lease, so a call stopped here is already the reconciler's, which queues it again and counts
+    its request as possibly paid twice (docs/judges.md, "The reconciler").
+    """
     outcome = judge_call_execute(call_id=call_id)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)
     return outcome.status
 
 
-@shared_task(name="judges.run_fan_out", max_retries=20, **TASK_OPTIONS, **DB_RETRY)
+@task(
+    name="judges.run_fan_out",
+    queue=Queue.LLM_JUDGE,
+    soft_time_limit=120,
+    time_limit=150,
+    max_retries=20,
+    **DB_RETRY,
+)
 def run_fan_out(run_id: int, after_call_id: int) -> None:
-    """Queue one chunk of a run's calls, then the next chunk as a task of its own."""
+    """Queue one chunk of a run's calls, then the next chunk as a task of its own.
+
+    Limits 120 s soft, 150 s hard: one chunk is CONCORD_JUDGE_FAN_OUT_CHUNK (500) messages; a
+    call left unqueued by a stopped chunk is pending, and the reconciler queues it after
+    CONCORD_JUDGE_PENDING_GRACE_SECONDS.
+    """
     last = judge_run_fan_out(run_id=run_id, after_call_id=after_call_id)
     if last is not None:
         run_fan_out.apply_async(args=[run_id, last])
 
 
-@shared_task(name="judges.panel_run_combine", max_retries=20, **TASK_OPTIONS, **DB_RETRY)
+@task(
+    name="judges.panel_run_combine",
+    queue=Queue.LLM_JUDGE,
+    soft_time_limit=300,
+    time_limit=360,
+    max_retries=20,
+    **DB_RETRY,
+)
 def panel_run_combine(run_id: int) -> int:
-    """Write a panel run's calls from its members' runs (judges.services.panels)."""
+    """Write a panel run's calls from its members' runs (judges.services.panels).
+
+    Limits 5 min soft, 6 min hard: 10,000 calls (5,000 pairs, 3 members, 2 orders) took 2.7 s.
+    The calls and the done status are one transaction, so a stopped combination wrote nothing;
+    the run stays running and the reconciler sends the task again after the grace period.
+    """
     return panel_combine(run_id=run_id)
 
 
-@shared_task(name="judges.calls_reconcile", **TASK_OPTIONS)
+@task(name="judges.calls_reconcile", queue=Queue.JUDGE_RECONCILE, soft_time_limit=50, time_limit=58)
 def calls_reconcile() -> int:
-    """Queue again calls stuck past their lease or lost with their message (run by beat)."""
+    """Queue again calls stuck past their lease or lost with their message (run by beat).
+
+    Limits 50 s soft, 58 s hard: due again every CONCORD_JUDGE_RECONCILE_SECONDS (60) and safe
+    to stop anywhere, each call being taken back by a conditional UPDATE of its own.
+    """
     return judge_calls_reconcile()
 
 
-@shared_task(name="judges.pl_train", **TASK_OPTIONS)
+@task(
+    name="judges.pl_train",
+    queue=Queue.REWARD_MODEL,
+    soft_time_limit=PL_SOFT_TIME_LIMIT,
+    time_limit=PL_TIME_LIMIT,
+)
 def pl_train(training_id: int) -> str:
-    """Train one PL model (reward_model queue)."""
+    """Train one PL model (reward_model queue).
+
+    Limits 2 h soft, 2 h 5 min hard (PL_SOFT_TIME_LIMIT): stopped, the training is recorded
+    failed with the limit as its reason and its artifact folder removed; Retry trains again.
+    """
     return pl_training_execute(training_id=training_id)
 
 
-@shared_task(name="judges.pl_score_run", **TASK_OPTIONS)
+@task(
+    name="judges.pl_score_run",
+    queue=Queue.REWARD_MODEL,
+    soft_time_limit=PL_SOFT_TIME_LIMIT,
+    time_limit=PL_TIME_LIMIT,
+)
 def pl_score_run(run_id: int) -> str:
-    """Score a PL judge's run: each answer once, then one call per pair (reward_model queue)."""
+    """Score a PL judge's run: each answer once, then one call per pair (reward_model queue).
+
+    Limits 2 h soft, 2 h 5 min hard (PL_SOFT_TIME_LIMIT): stopped, the run is recorded failed
+    with the limit as its reason, and a new run scores again.
+    """
     return pl_run_execute(run_id=run_id)
 
 
-@shared_task(name="judges.pl_trainings_reconcile", **TASK_OPTIONS)
+@task(
+    name="judges.pl_trainings_reconcile",
+    queue=Queue.REWARD_MODEL,
+    soft_time_limit=50,
+    time_limit=58,
+)
 def pl_trainings_reconcile() -> int:
-    """Mark failed the trainings whose worker stopped (run by Celery beat)."""
+    """Mark failed the trainings whose worker stopped (run by Celery beat).
+
+    Limits 50 s soft, 58 s hard: one UPDATE, due again every minute.
+    """
     return trainings_reconcile()
 
 
-@shared_task(name="judges.pl_runs_reconcile", **TASK_OPTIONS)
+@task(
+    name="judges.pl_runs_reconcile",
+    queue=Queue.JUDGE_RECONCILE,
+    soft_time_limit=50,
+    time_limit=58,
+)
 def pl_runs_reconcile() -> int:
-    """Queue again the PL runs whose scoring worker stopped (run by Celery beat)."""
+    """Queue again the PL runs whose scoring worker stopped (run by Celery beat).
+
+    Limits 50 s soft, 58 s hard: due again every CONCORD_REWARD_RECONCILE_SECONDS (60), each run
+    taken back by a conditional UPDATE of its own.
+    """
     return runs_reconcile()
 
 
-@shared_task(name="judges.connection_test", **TASK_OPTIONS)
+@task(name="judges.connection_test", queue=Queue.DEFAULT, soft_time_limit=45, time_limit=60)
 def connection_test(judge_id: int) -> bool:
-    """Make a judge's pending "Test connection" call and store its answer for the page."""
+    """Make a judge's pending "Test connection" call and store its answer for the page.
+
+    Limits 45 s soft, 60 s hard: one call of at most CONCORD_JUDGE_TEST_SECONDS (10). A stopped
+    test stores no answer; the page reads it as lost once its pending mark runs out (the
+    deadline plus 60 s), and a new click tests again.
+    """
     return judge_connection_test_run(judge_id=judge_id)

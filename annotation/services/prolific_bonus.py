@@ -36,6 +36,7 @@ from annotation.services.errors import AnnotationError
 from annotation.services.prolific import prolific_client
 from core.broker import BrokerUnavailable, task_send
 from core.queues import Queue
+from core.tasks import SoftTimeLimitExceeded, failure_reason
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,9 @@ def bonus_batch_run(*, batch_id: int) -> str:
         except ProlificUnavailable as exc:
             _finish(batch_id, status=Status.PENDING, error=exc.message)  # nothing is paid
             return Status.PENDING
+        except SoftTimeLimitExceeded as exc:
+            _finish(batch_id, status=Status.PENDING, error=failure_reason(exc))  # nothing is paid
+            raise
         except ProlificError as exc:
             _finish(batch_id, status=Status.FAILED, error=exc.message)
             return Status.FAILED
@@ -141,6 +145,11 @@ def bonus_batch_run(*, batch_id: int) -> str:
             logger.warning("Bonus batch %s: pay outcome unknown: %s", batch_id, exc.message)
             _finish(batch_id, status=Status.UNCERTAIN, error=exc.message)
             return Status.UNCERTAIN
+        except SoftTimeLimitExceeded as exc:
+            # The pay request may have reached Prolific: uncertain, never paid again.
+            reason = f"{failure_reason(exc)}, waiting for Prolific's answer to pay"
+            _finish(batch_id, status=Status.UNCERTAIN, error=reason)
+            raise
         except ProlificError as exc:
             _finish(batch_id, status=Status.FAILED, error=exc.message)
             return Status.FAILED

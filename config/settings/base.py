@@ -245,7 +245,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
+# Redis hands a message nobody acknowledged within this many seconds to another worker. Tasks
+# acknowledge late, so it must outlast every task's hard time limit (core.tasks; the longest,
+# PL training and scoring, 7500 s), or a long task's message would run twice at once.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3 * 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 REDIS_URL: str = env.str("REDIS_URL", default="redis://127.0.0.1:6379/1")
@@ -327,23 +330,8 @@ CONCORD_JUDGE_STALL_SECONDS: float = env.float("CONCORD_JUDGE_STALL_SECONDS", de
 CONCORD_JUDGE_RECONCILE_SECONDS: float = env.float("CONCORD_JUDGE_RECONCILE_SECONDS", default=60.0)
 CONCORD_JUDGE_FAN_OUT_CHUNK: int = env.int("CONCORD_JUDGE_FAN_OUT_CHUNK", default=500)
 
-CELERY_TASK_ROUTES = {
-    "judges.call_execute": {"queue": "llm_judge"},
-    "judges.run_fan_out": {"queue": "llm_judge"},
-    "judges.panel_run_combine": {"queue": "llm_judge"},
-    "judges.calls_reconcile": {"queue": "judge_reconcile"},
-    "judges.connection_test": {"queue": "default"},
-    "judges.pl_train": {"queue": "reward_model"},
-    "judges.pl_score_run": {"queue": "reward_model"},
-    "judges.pl_trainings_reconcile": {"queue": "reward_model"},
-    # On the reconciler's queue: the reward_model worker it looks after may be dead or busy.
-    "judges.pl_runs_reconcile": {"queue": "judge_reconcile"},
-    "leaderboard.export_build": {"queue": "export"},
-    "leaderboard.exports_maintain": {"queue": "export"},
-    "leaderboard.report_compute": {"queue": "analysis"},
-    "leaderboard.pair_priorities_recompute": {"queue": "analysis"},
-    "leaderboard.pair_priorities_refresh": {"queue": "analysis"},
-}
+# Each task names its queue where it is made (core.tasks.task); the router reads it there.
+CELERY_TASK_ROUTES = ("core.tasks.task_route",)
 CELERY_BEAT_SCHEDULE = {
     "judges-pl-trainings-reconcile": {"task": "judges.pl_trainings_reconcile", "schedule": 60.0},
     "judges-pl-runs-reconcile": {

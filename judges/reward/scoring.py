@@ -64,6 +64,7 @@ from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
 from core.broker import BrokerUnavailable, broker_check, task_send
 from core.queues import Queue
+from core.tasks import failure_reason
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.reward.calibration import (
     UNCALIBRATED,
@@ -444,7 +445,7 @@ def _score(run: JudgeRun, token: str) -> str:
         logger.exception("PL run %s failed", run_id)
         _mine(run_id, token).update(
             status=JudgeRun.Status.FAILED,
-            note=f"{FAILED_NOTE}{type(exc).__name__}: {exc}"[:2000],
+            note=f"{FAILED_NOTE}{failure_reason(exc)}"[:2000],
             finished_at=timezone.now(),
         )
         return "failed"

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from annotation.models import Study
 from core.broker import BrokerUnavailable, broker_check
+from core.tasks import failure_reason
 from judges.models import Judge, PLTraining
 from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data
@@ -270,7 +271,7 @@ def pl_training_execute(*, training_id: int) -> str:
     except Exception as exc:  # noqa: BLE001 - a failed training is recorded, not retried
         logger.exception("PL training %s failed", training.pk)
         _folder_drop(folder)
-        return _fail(training, f"{type(exc).__name__}: {exc}")
+        return _fail(training, failure_reason(exc))
     if training.params.get("run_after") and training.created_by is not None:
         _run_after(training, judge)
     return "done"

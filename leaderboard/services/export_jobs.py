@@ -33,6 +33,7 @@ from annotation.models import Study
 from core import csvsafe
 from core.broker import BrokerUnavailable, broker_check, task_send
 from core.queues import Queue
+from core.tasks import failure_reason
 from leaderboard.models import ExportJob
 from leaderboard.selectors.exports import EXPORT_TABLES, study_export_count
 from leaderboard.services.exports import parquet_stream, study_export_write
@@ -141,7 +142,7 @@ def export_job_build(*, job_id: int) -> ExportOutcome:
             partial.unlink(missing_ok=True)
         ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.RUNNING).update(
             status=ExportJob.Status.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
+            error=failure_reason(exc),
             finished_at=timezone.now(),
         )
         raise

@@ -15,6 +15,7 @@ import pandas as pd
 
 from annotation.models import HumanJudgment, Pair, Study
 from annotation.services.priority import pair_priorities_store
+from core.tasks import SoftTimeLimitExceeded
 from judges.models import JudgeCall
 from leaderboard.stats.active import PriorityWeights, pair_priority, priority_terms
 from leaderboard.stats.ratings import bradley_terry
@@ -128,6 +129,9 @@ def pair_priorities_refresh() -> int:
     for study_id in studies.values_list("pk", flat=True):
         try:
             pair_priorities_recompute(study_id=study_id)
+        except SoftTimeLimitExceeded:
+            # The task's time is up: stop here, not at the next study (core.tasks).
+            raise
         except Exception:  # noqa: BLE001 - one study's failure must not stop the others
             logger.exception("pair priorities of study %s could not be recomputed", study_id)
             continue

@@ -27,6 +27,7 @@ from django.utils import timezone
 from annotation.models import Study
 from core.broker import BrokerUnavailable, task_send
 from core.queues import Queue
+from core.tasks import failure_reason
 from leaderboard.lookup import rows_of_run
 from leaderboard.models import ReportSnapshot
 from leaderboard.parallel import run_parallel
@@ -427,7 +428,7 @@ def report_snapshot_compute(*, snapshot_id: int) -> str:
         snapshot = _compute_into(snapshot, claim=now)
     except Exception as exc:
         ReportSnapshot.objects.filter(pk=snapshot_id, computing_since=now).update(
-            computing_since=None, error=f"{type(exc).__name__}: {exc}"
+            computing_since=None, error=failure_reason(exc)
         )
         raise
     if snapshot.fingerprint == "" and snapshot.computing_since is None:

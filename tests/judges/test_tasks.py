@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from config.celery import app as celery_app
 from core.broker import queue_length
 from core.queues import Queue
 from judges import tasks
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.django_db
 def test_judge_tasks_are_named_acknowledged_late_and_routed_to_their_queue(task, name, queue):
     assert task.name == name
     assert task.acks_late and task.reject_on_worker_lost and task.ignore_result
-    assert settings.CELERY_TASK_ROUTES[name]["queue"] == queue
+    assert celery_app.amqp.router.route({}, name)["queue"].name == queue
 
 
 def test_beat_runs_the_reconciler_and_drops_copies_nobody_took_in_time():

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Study
+from config.celery import app as celery_app
 from leaderboard.models import ExportJob
 from leaderboard.services import export_jobs
 from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
@@ -123,5 +124,5 @@ def test_beat_runs_the_maintenance_task_on_the_export_queue(export_study: Study,
 
     entry = settings.CELERY_BEAT_SCHEDULE["leaderboard-exports-maintain"]
     assert entry["task"] == exports_maintain.name == "leaderboard.exports_maintain"
-    assert settings.CELERY_TASK_ROUTES[exports_maintain.name] == {"queue": "export"}
+    assert celery_app.amqp.router.route({}, exports_maintain.name)["queue"].name == "export"
     assert exports_maintain() == ("0 queued again, 0 given up, 0 expired, 0 partial files removed")
