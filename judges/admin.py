@@ -52,6 +52,8 @@ class JudgeAdminForm(forms.ModelForm):
             "api_key_env",
             "prompt_template",
             "reference_template",
+            "multi_turn_template",
+            "turns",
             "output_format",
             "params",
             "price_input_per_mtok",
@@ -83,6 +85,7 @@ class JudgeAdminForm(forms.ModelForm):
                     "api_key_env",
                     "prompt_template",
                     "reference_template",
+                    "multi_turn_template",
                     "output_format",
                 )
             }
@@ -202,7 +205,9 @@ class JudgeAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Judge, form: ModelForm[Judge], change: bool
     ) -> None:
-        obj.template_hash = template_hash(obj.prompt_template, obj.reference_template)
+        obj.template_hash = template_hash(
+            obj.prompt_template, obj.reference_template, obj.multi_turn_template
+        )
         super().save_model(request, obj, form, change)
 
 

@@ -9,7 +9,7 @@ from django import forms
 
 from annotation.models import Study
 from judges.llm.prompts import TEMPLATES
-from judges.models import Judge
+from judges.models import Judge, Turns
 from judges.selectors.judges import judge_list_for_study
 from judges.services.judges import RUNNABLE_KINDS
 
@@ -143,9 +143,28 @@ class JudgeCreateForm(forms.Form):
         initial=Judge.OrderPolicy.BOTH,
         help_text="Both orders measure the judge's position bias (twice the calls).",
     )
+    turns = forms.ChoiceField(
+        label="Turns of multi-turn prompts",
+        choices=Turns.choices,
+        initial=Turns.PAIR,
+        required=False,
+        help_text="The pair's turn: what people judged. Every turn: MT-Bench's way, a call per "
+        "turn of the prompt (more calls).",
+    )
+    multi_turn = forms.BooleanField(
+        label="Show the whole conversation at later turns",
+        required=False,
+        initial=True,
+        help_text="Use the template's multi-turn variant for turn 2 and later (likert and "
+        "grade have one); the others show later turns with the plain template.",
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        data["turns"] = data.get("turns") or Turns.PAIR
+        # Only likert and grade ship a multi-turn variant; the others keep the plain template.
+        template = TEMPLATES.get(data.get("template") or "")
+        data["multi_turn"] = bool(data.get("multi_turn") and template and template.multi_turn_text)
         if data.get("key_source") == self.KEY_PASTED and not data.get("api_key"):
             self.add_error("api_key", "Paste the key, or choose an environment variable.")
         if data.get("key_source") == self.KEY_FROM_ENV and not data.get("api_key_env"):

@@ -22,14 +22,26 @@ class OutputFormat(models.TextChoices):
     GRADE = "grade", "One grade 1-10 for a single answer"
 
 
-def template_hash(template: str, reference_template: str = "") -> str:
+def template_hash(
+    template: str, reference_template: str = "", multi_turn_template: str = ""
+) -> str:
     """Return the SHA-256 of a prompt template, so a report can say exactly what was asked.
 
-    A reference-guided judge's hash covers its reference template too (after a NUL byte); a
-    judge without one keeps the hash of its template alone.
+    A reference-guided judge's hash covers its reference template too (after a NUL byte), and a
+    judge with a multi-turn template that one as well (after a second NUL byte); a judge without
+    them keeps the hash of its template alone.
     """
     text = template if not reference_template else f"{template}\0{reference_template}"
+    if multi_turn_template:
+        text = f"{template}\0{reference_template}\0{multi_turn_template}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Turns(models.TextChoices):
+    """Which turns of a multi-turn prompt a judge judges for each pair of its run."""
+
+    PAIR = "pair", "The pair's turn"
+    EACH = "each", "Every turn of the prompt"
 
 
 class Judge(models.Model):
@@ -91,6 +103,21 @@ class Judge(models.Model):
         help_text="Used instead of the prompt template for prompts in the study's reference "
         "categories (Study.reference_categories); shows the prompt's reference answer as "
         "{reference}. Empty: the judge is not reference-guided.",
+    )
+    multi_turn_template = models.TextField(
+        blank=True,
+        help_text="Used instead of the prompt template for calls that judge turn 2 or later of "
+        "a multi-turn prompt; shows the whole conversation up to the judged turn as "
+        "{conversation} and asks about that turn's replies. Empty: later turns use the prompt "
+        "template, whose {question} and answers then hold every turn up to the judged one.",
+    )
+    turns = models.CharField(
+        max_length=4,
+        choices=Turns.choices,
+        default=Turns.PAIR,
+        help_text="The pair's turn: one call per pair and order, at the turn the pair is at "
+        "(what people judged). Every turn: also a call at each other turn of the prompt, so a "
+        "2-turn prompt's pair is judged at turn 1 and at turn 2.",
     )
     template_hash = models.CharField(max_length=64, blank=True, editable=False)
     params = models.JSONField(
@@ -175,6 +202,8 @@ class JudgeRun(models.Model):
         max_digits=12, decimal_places=6, null=True, blank=True, help_text="Empty: no cap."
     )
     seed = models.BigIntegerField(default=0)
+    # The judge's turns option when the run started (its calls were made by it).
+    turns = models.CharField(max_length=4, choices=Turns.choices, default=Turns.PAIR)
     note = models.TextField(blank=True)
     # The budget's running total, written in the same transaction as each call's cost (so it can
     # never drift from the rows), so that checking the budget before a call is one row read.
@@ -224,7 +253,13 @@ class JudgeRun(models.Model):
 
 
 class JudgeCall(models.Model):
-    """One judge on one pair in one order. Never made or paid twice: unique per (run, pair, order).
+    """One judge on one pair in one order at one turn. Never made or paid twice: unique per
+    (run, pair, order, turn).
+
+    `turn` is the turn the call judged, on every call: a pair call's is its pair's turn (filled
+    in by the database when an insert leaves it out: judges/sql/judges_call_turn_from_pair.sql),
+    or, for a judge that judges every turn (Judge.turns ``each``), any turn of the prompt; the
+    report compares people, who judged the pair at its turn, with the calls at that turn only.
 
     `order` records what the judge was shown: A first, B first, or `both` for a verdict that a
     source combined from both orders (MT-Bench's published GPT-4 pair verdicts).
@@ -260,8 +295,12 @@ class JudgeCall(models.Model):
         related_name="grade_calls",
         help_text="A grade call's answer (its pair is empty).",
     )
+    # NOT NULL (judges 0015): an insert without it (a pair call) gets its pair's turn from the
+    # trigger judges_judgecall_turn_from_pair, so every call says which turn it judged.
     turn = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="A grade call's judged turn, from 1."
+        blank=True,
+        help_text="The judged turn, from 1: a pair call's pair's turn unless its judge judges "
+        "every turn; a grade call's turn.",
     )
     order = models.CharField(max_length=4, choices=Order.choices)
     status = models.CharField(
@@ -308,7 +347,7 @@ class JudgeCall(models.Model):
         ordering = ["run_id", "pair_id", "order"]
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "pair", "order"], name="call_unique_run_pair_order"
+                fields=["run", "pair", "order", "turn"], name="call_unique_run_pair_order_turn"
             ),
             models.UniqueConstraint(
                 fields=["run", "answer", "turn"],
@@ -317,12 +356,11 @@ class JudgeCall(models.Model):
             ),
             # A pair call or a grade call, never both nor neither.
             models.CheckConstraint(
-                condition=(
-                    Q(pair__isnull=False, answer__isnull=True, turn__isnull=True) & ~Q(order="one")
-                )
-                | Q(pair__isnull=True, answer__isnull=False, turn__gte=1, order="one"),
-                name="call_pair_or_answer",
+                condition=(Q(pair__isnull=False, answer__isnull=True) & ~Q(order="one"))
+                | Q(pair__isnull=True, answer__isnull=False, order="one"),
+                name="call_pair_or_answer_v2",
             ),
+            models.CheckConstraint(condition=Q(turn__gte=1), name="call_turn_from_1"),
             models.CheckConstraint(
                 condition=Q(grade__isnull=True) | (Q(grade__gte=1) & Q(grade__lte=10)),
                 name="call_grade_1_10",

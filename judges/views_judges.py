@@ -75,6 +75,8 @@ class JudgeCreateView(ResearcherRequiredMixin, View):
                     price_output_per_mtok=data["price_output_per_mtok"],
                     requests_per_minute=data["requests_per_minute"],
                     order_policy=data["order_policy"],
+                    turns=data["turns"],
+                    multi_turn=data["multi_turn"],
                     study=study,
                 )
             except ValidationError as exc:

@@ -234,6 +234,10 @@ class StudyCallListApi(_RowsApi):
             source="answer_id", allow_null=True, help_text="A grade call's answer (pair empty)."
         )
         grade = serializers.FloatField(allow_null=True, help_text="A grade call's grade, 1-10.")
+        turn = serializers.IntegerField(
+            help_text="The turn the call judged: a pair call's pair's turn, unless its judge "
+            "judges every turn of the prompt; a grade call's turn."
+        )
         order = serializers.CharField()
         status = serializers.CharField()
         likert_shown = serializers.IntegerField(allow_null=True)

@@ -17,6 +17,11 @@ Variables a template may use (each written in braces, e.g. ``{question}``):
 ``{reference}``
     A reference-guided template's reference answer (the prompt's, up to the judged turn); a
     judge's reference template is used for prompts in the study's reference categories only.
+``{conversation}``
+    A multi-turn template's whole conversation up to the judged turn, turn by turn: the user's
+    message, then the first assistant's reply and the second's (or a grading template's one
+    reply), each in ``<<<``/``>>>`` fences and labelled with its turn. A judge's multi-turn
+    template is used for calls at turn 2 and later (judges.services.turns).
 
 Any other text in braces is left as written, so templates may contain JSON or code examples.
 """
@@ -38,6 +43,8 @@ class PromptTemplate:
     text: str
     # The template used instead for prompts in the study's reference categories ({reference}).
     reference_text: str = ""
+    # The template used instead for calls at turn 2 and later ({conversation}).
+    multi_turn_text: str = ""
 
 
 VARIABLES: tuple[str, ...] = (
@@ -48,6 +55,7 @@ VARIABLES: tuple[str, ...] = (
     "values",
     "answer",
     "reference",
+    "conversation",
 )
 _VARIABLE = re.compile(r"\{(" + "|".join(VARIABLES) + r")\}")
 
@@ -105,12 +113,32 @@ Reference answer:
 Decide which reply""",
 )
 
+_LIKERT_SCALE = _LIKERT_BODY[_LIKERT_BODY.index("Give a score from 1 to 8") :]
+
+# The multi-turn variant: both assistants held the same conversation; only the replies to the
+# last message shown are rated, the earlier turns being context for them.
+_LIKERT_MULTI_TURN_BODY = """You are rating two AI assistants that each held a conversation with
+the same person. The person's messages are the same in both conversations; each assistant's
+replies are its own, and each saw only its own earlier replies. The conversation, turn by turn:
+
+{conversation}
+
+Rate only the two replies to the person's message in turn {turn}, the last turn above. Use the
+earlier turns as context: they show what the person has asked for so far, and a reply in turn
+{turn} should follow on from its own assistant's earlier replies and keep to what was agreed.
+Do not rate the earlier replies themselves. Decide which turn-{turn} reply serves the person
+better: consider whether it is helpful, correct, complete, honest and harmless.
+""" + _LIKERT_SCALE.replace("the first reply", "the first assistant's reply").replace(
+    "the second reply", "the second assistant's reply"
+)
+
 LIKERT = PromptTemplate(
     name="likert",
     title="Pairwise Likert 1-8, score on the first line",
     output_format=OutputFormat.LIKERT,
     text=_LIKERT_BODY + _LIKERT_FORMAT,
     reference_text=_LIKERT_REFERENCE_BODY + _LIKERT_FORMAT,
+    multi_turn_text=_LIKERT_MULTI_TURN_BODY + _LIKERT_FORMAT,
 )
 LIKERT_NO_POSITION = PromptTemplate(
     name="likert_no_position",
@@ -228,12 +256,26 @@ is helpful, correct, complete, clear and harmless, and as detailed as the reques
 Write the grade alone, as a whole number from 1 to 10, on the first line. From the second line
 on, explain the grade in two or three sentences."""
 
+_GRADE_MULTI_TURN_BODY = """You are grading a reply that an AI assistant wrote in a conversation
+with a person. Grade it alone: there is no other assistant to compare it with. The conversation,
+turn by turn:
+
+{conversation}
+
+Grade only the assistant's reply in turn {turn}, the last turn above. Use the earlier turns as
+context: they show what the person has asked for so far, and the reply in turn {turn} should
+follow on from the assistant's earlier replies and keep to what was agreed. Do not grade the
+earlier replies themselves.
+"""
+
 GRADE = PromptTemplate(
     name="grade",
     title="Single answer graded alone, 1-10 on the first line",
     output_format=OutputFormat.GRADE,
     text=_GRADE_BODY + _GRADE_SCALE,
     reference_text=_GRADE_BODY + _GRADE_REFERENCE + _GRADE_SCALE,
+    multi_turn_text=_GRADE_MULTI_TURN_BODY
+    + _GRADE_SCALE.replace("Grade the reply from 1 to 10", "Grade the turn-{turn} reply 1-10"),
 )
 
 TEMPLATES: dict[str, PromptTemplate] = {
@@ -266,6 +308,25 @@ def question_render(user_turns: list[str], turn: int) -> str:
     return "\n\n".join(f"(Turn {index + 1}) {text}" for index, text in enumerate(user_turns[:turn]))
 
 
+def conversation_block(
+    user_turns: list[str], replies: list[tuple[str, list[str]]], turn: int
+) -> str:
+    """A conversation up to `turn`, turn by turn, for a multi-turn template's {conversation}.
+
+    Each turn shows the user's message, then each assistant's reply (`replies`: a label such as
+    "First assistant" and that assistant's turns), in the order given, each fenced.
+    """
+    parts = []
+    for index in range(max(1, turn)):
+        number = index + 1
+        question = user_turns[index] if index < len(user_turns) else ""
+        parts.append(f"User, turn {number}:\n<<<\n{question}\n>>>")
+        for label, turns in replies:
+            text = turns[index] if index < len(turns) else ""
+            parts.append(f"{label}, turn {number}:\n<<<\n{text}\n>>>")
+    return "\n\n".join(parts)
+
+
 def template_render(
     template_text: str,
     *,
@@ -275,6 +336,7 @@ def template_render(
     turn: int = 1,
     answer: str = "",
     reference: str = "",
+    conversation: str = "",
 ) -> str:
     """Fill a template's variables; text in braces that is not a variable stays as written."""
     values = {
@@ -285,5 +347,6 @@ def template_render(
         "values": values_block(),
         "answer": answer,
         "reference": reference,
+        "conversation": conversation,
     }
     return _VARIABLE.sub(lambda match: values[match.group(1)], template_text)

@@ -85,7 +85,7 @@ def judge_call_list(*, run: JudgeRun, status: str = "") -> QuerySet[JudgeCall]:
         "pair__answer_b__system",
         "answer__prompt",
         "answer__system",
-    ).order_by("pair_id", "answer_id", "order", "pk")
+    ).order_by("pair_id", "answer_id", "turn", "order", "pk")
     return calls.filter(status=status) if status else calls
 
 

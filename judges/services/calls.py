@@ -46,7 +46,12 @@ from judges.llm.client import (
     chat_complete,
 )
 from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
-from judges.llm.prompts import conversation_render, question_render, template_render
+from judges.llm.prompts import (
+    conversation_block,
+    conversation_render,
+    question_render,
+    template_render,
+)
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
 from judges.services.grading import (
@@ -85,9 +90,11 @@ class CallOutcome:
 def call_content(*, call: JudgeCall) -> tuple[str, str | None]:
     """The filled template of a call, and the reference answer it shows (None: none).
 
-    A pair call shows the pair in the call's order; a grade call (judges.services.grading) shows
-    its one answer. Prompts in the study's reference categories use the judge's reference
-    template, when it has one.
+    A pair call shows the pair in the call's order, up to the call's turn; a grade call
+    (judges.services.grading) shows its one answer. Prompts in the study's reference categories
+    use the judge's reference template, when it has one; a call at turn 2 or later uses the
+    judge's multi-turn template, when it has one, with the whole conversation in
+    {conversation} (judges.services.turns).
     """
     judge, study = call.run.judge, call.run.study
     if call.answer_id is not None:
@@ -103,17 +110,24 @@ def call_content(*, call: JudgeCall) -> tuple[str, str | None]:
     pair = call.pair
     assert pair is not None
     prompt_turns = list(pair.prompt.turns or [])
+    turn = call.turn or pair.turn
     first, second = (
         (pair.answer_a, pair.answer_b) if call.order == "ab" else (pair.answer_b, pair.answer_a)
     )
-    text, reference = call_template(judge=judge, study=study, prompt=pair.prompt, turn=pair.turn)
+    first_turns, second_turns = list(first.turns or []), list(second.turns or [])
+    text, reference = call_template(judge=judge, study=study, prompt=pair.prompt, turn=turn)
     content = template_render(
         text,
-        question=question_render(prompt_turns, pair.turn),
-        answer_first=conversation_render(prompt_turns, list(first.turns or []), pair.turn),
-        answer_second=conversation_render(prompt_turns, list(second.turns or []), pair.turn),
-        turn=pair.turn,
+        question=question_render(prompt_turns, turn),
+        answer_first=conversation_render(prompt_turns, first_turns, turn),
+        answer_second=conversation_render(prompt_turns, second_turns, turn),
+        turn=turn,
         reference=reference or "",
+        conversation=conversation_block(
+            prompt_turns,
+            [("First assistant", first_turns), ("Second assistant", second_turns)],
+            turn,
+        ),
     )
     return content, reference
 
@@ -139,9 +153,10 @@ def call_request(*, call: JudgeCall) -> dict[str, Any]:
         "params": judge.params,
         "messages": [{"role": "user", "content": content}],
         "template_hash": judge.template_hash,
+        "turn": call.turn,
     }
     if call.answer_id is not None:
-        request |= {"answer_id": call.answer_id, "turn": call.turn, "reference_hash": None}
+        request |= {"answer_id": call.answer_id, "reference_hash": None}
     if reference is not None:
         prompt = call.answer.prompt if call.answer is not None else call.pair.prompt  # type: ignore[union-attr]
         request |= {

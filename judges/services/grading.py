@@ -37,8 +37,14 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from annotation.models import Pair, Prompt, Study
-from judges.llm.prompts import conversation_render, question_render, template_render
+from judges.llm.prompts import (
+    conversation_block,
+    conversation_render,
+    question_render,
+    template_render,
+)
 from judges.models import Judge, JudgeCall, JudgeRun, OutputFormat
+from judges.services.turns import pair_call_turns
 
 TIE_RULE = "the higher grade wins; equal grades are a tie"
 
@@ -80,10 +86,16 @@ def call_template(
 ) -> tuple[str, str | None]:
     """The template text a call on this prompt uses, and the reference it shows (or None).
 
+    The reference template for a prompt of the study's reference categories (at every turn);
+    else the multi-turn template for a call at turn 2 or later, when the judge has one; else
+    the prompt template.
+
     Raise ValidationError when the prompt needs a reference and has none (judge_run_start
     checks every prompt before a run is created, so a call meets this only if one was removed).
     """
     if not uses_reference(judge=judge, study=study, prompt=prompt):
+        if turn >= 2 and judge.multi_turn_template:
+            return judge.multi_turn_template, None
         return judge.prompt_template, None
     if not prompt.reference_turns:
         raise ValidationError(f"prompt {prompt.external_id!r} has no reference answer")
@@ -114,6 +126,7 @@ def grade_content(
         answer=conversation_render(prompt_turns, answer_turns, turn),
         reference=reference or "",
         turn=turn,
+        conversation=conversation_block(prompt_turns, [("Assistant", answer_turns)], turn),
     )
     return content, reference
 
@@ -121,12 +134,23 @@ def grade_content(
 def grade_calls_create(*, run: JudgeRun, pairs: Sequence[Pair], due: datetime) -> int:
     """Create the run's grade calls, one per (answer, turn) of its pairs; return how many wait.
 
+    The turns are those its pairs are judged at (judges.services.turns.pair_call_turns: the
+    pair's own, or every turn of the prompt for a judge that judges each turn).
+
     A grade that an earlier run of the same judge recorded with the same template hash and the
     same reference is copied, done, at no cost; the rest are pending (due for the reconciler at
     `due`). Runs inside judge_run_start's transaction.
     """
     judge = run.judge
-    needs = sorted({(a, pair.turn) for pair in pairs for a in (pair.answer_a_id, pair.answer_b_id)})
+    call_turns = pair_call_turns(turns=run.turns, pairs=pairs)
+    needs = sorted(
+        {
+            (a, turn)
+            for pair in pairs
+            for turn in call_turns[pair.pk]
+            for a in (pair.answer_a_id, pair.answer_b_id)
+        }
+    )
     references = _references_by_answer(judge=judge, study=run.study, needs=needs)
     earlier: dict[tuple[int, int], JudgeCall] = {}
     for call in (
@@ -212,15 +236,24 @@ def grade_pairs_derive(*, run_id: int) -> int:
     }
     now = timezone.now()
     calls = []
-    for pair_id, answer_a, answer_b, turn, contrast in Pair.objects.filter(
-        judge_runs=run_id
-    ).values_list("pk", "answer_a_id", "answer_b_id", "turn", "contrast_id"):
+    run_turns = JudgeRun.objects.values_list("turns", flat=True).get(pk=run_id)
+    pairs = list(Pair.objects.filter(judge_runs=run_id))
+    call_turns = pair_call_turns(turns=run_turns, pairs=pairs)
+    judged = [(pair, turn) for pair in pairs for turn in call_turns[pair.pk]]
+    for judged_pair, turn in judged:
+        pair_id, answer_a, answer_b, contrast = (
+            judged_pair.pk,
+            judged_pair.answer_a_id,
+            judged_pair.answer_b_id,
+            judged_pair.contrast_id,
+        )
         call_a, grade_a, _ = grades.get((answer_a, turn), (None, None, ""))
         call_b, grade_b, _ = grades.get((answer_b, turn), (None, None, ""))
         call = JudgeCall(
             run_id=run_id,
             pair_id=pair_id,
             order=JudgeCall.Order.A_FIRST,
+            turn=turn,
             status=JudgeCall.Status.DONE,
             request={
                 "derived_from_grade_calls": {"A": call_a, "B": call_b},

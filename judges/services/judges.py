@@ -18,7 +18,7 @@ from judges.llm.client import (
     base_url_check,
 )
 from judges.llm.prompts import TEMPLATES
-from judges.models import Judge, OutputFormat, template_hash
+from judges.models import Judge, OutputFormat, Turns, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
 
 RUNNABLE_KINDS = (
@@ -71,6 +71,10 @@ def judge_validate(*, judge: Judge) -> None:
         errors["reference_template"] = (
             "A reference template shows the reference answer: write {reference} where it goes."
         )
+    if judge.multi_turn_template and "{conversation}" not in judge.multi_turn_template:
+        errors["multi_turn_template"] = (
+            "A multi-turn template shows the conversation: write {conversation} where it goes."
+        )
     if judge.output_format == OutputFormat.GRADE:
         for field in ("prompt_template", "reference_template"):
             text = getattr(judge, field)
@@ -102,14 +106,22 @@ def judge_create(
     api_key: str = "",
     reference_guided: bool = False,
     reference_template: str = "",
+    multi_turn: bool = False,
+    multi_turn_template: str = "",
+    turns: str = Turns.PAIR,
 ) -> Judge:
     """Create a judge, from a shipped template by name or from its own template text.
 
     `api_key` is a key pasted by a researcher: stored encrypted instead of `api_key_env`
     (judges.services.keys). `study` makes the judge that study's own. `reference_guided` takes
     the shipped template's reference variant as the judge's reference template (or give
-    `reference_template` with a template text of its own).
+    `reference_template` with a template text of its own). `multi_turn` takes the shipped
+    template's multi-turn variant as the judge's multi-turn template (used for calls at turn 2
+    and later, judges.services.turns), or give `multi_turn_template`; `turns` ``each`` judges
+    every turn of a multi-turn prompt's pairs, not only the pair's own.
     """
+    if turns not in Turns.values:
+        raise ValidationError({"turns": f"turns must be one of {Turns.values}, not {turns!r}"})
     if template_name is not None:
         if template_name not in TEMPLATES:
             raise ValidationError(
@@ -124,6 +136,12 @@ def judge_create(
                     {"template_name": f"template {template_name!r} has no reference variant"}
                 )
             reference_template = template.reference_text
+        if multi_turn:
+            if not template.multi_turn_text:
+                raise ValidationError(
+                    {"template_name": f"template {template_name!r} has no multi-turn variant"}
+                )
+            multi_turn_template = template.multi_turn_text
     judge = Judge(
         name=name,
         kind=kind,
@@ -132,6 +150,8 @@ def judge_create(
         api_key_env=api_key_env,
         prompt_template=prompt_template,
         reference_template=reference_template,
+        multi_turn_template=multi_turn_template,
+        turns=turns,
         output_format=output_format or Judge._meta.get_field("output_format").default,
         params=params if params is not None else {"temperature": 0, "max_tokens": 512},
         price_input_per_mtok=price_input_per_mtok,
@@ -152,7 +172,9 @@ def judge_create(
             raise ValidationError({"api_key": str(exc)}) from exc
         judge.api_key_env = ""
         judge.api_key_set_at = timezone.now()
-    judge.template_hash = template_hash(judge.prompt_template, judge.reference_template)
+    judge.template_hash = template_hash(
+        judge.prompt_template, judge.reference_template, judge.multi_turn_template
+    )
     judge.full_clean()
     judge_validate(judge=judge)
     judge.save()

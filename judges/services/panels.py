@@ -49,6 +49,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Pair, Study
@@ -405,8 +406,10 @@ def panel_run_combine(*, run_id: int) -> int:
         run_ids = [source.pk for _, source in sources if source is not None]
         pair_ids = sorted(run.pairs.values_list("pk", flat=True))
         calls: dict[tuple[int, int], list[MemberCall]] = defaultdict(list)
+        # A member that judged every turn (Judge.turns "each") votes with its calls at the
+        # pair's own turn, as the report reads it (judges.services.turns).
         for pk, member_run_id, pair_id, order, status, preference, likert in (
-            JudgeCall.objects.filter(run_id__in=run_ids, pair_id__in=pair_ids)
+            JudgeCall.objects.filter(run_id__in=run_ids, pair_id__in=pair_ids, turn=F("pair__turn"))
             .order_by("pk")
             .values_list("pk", "run_id", "pair_id", "order", "status", "preference", "likert")
         ):

@@ -35,6 +35,7 @@ from judges.services.grading import grade_calls_create, is_grading, references_m
 from judges.services.judges import judge_readiness
 from judges.services.limits import study_run_place_take
 from judges.services.panels import panel_runs_stale
+from judges.services.turns import pair_call_turns
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,9 @@ def judge_run_start(
     budget_usd: Decimal | None = None,
     seed: int | None = None,
 ) -> JudgeRun:
-    """Create a run with one pending call per pair and order, then queue them after commit.
+    """Create a run with one pending call per pair, order and judged turn, then queue them
+    after commit (the judged turns: the pair's own, or every turn of its prompt for a judge that
+    judges each turn, judges.services.turns).
 
     A single-answer grading judge gets one call per answer and turn instead, its pair verdicts
     derived when the last is recorded (judges.services.grading). A panel (judges.services.
@@ -166,6 +169,7 @@ def judge_run_start(
             status=JudgeRun.Status.RUNNING,
             budget_usd=budget_usd,
             seed=run_seed,
+            turns=judge.turns,
             created_by=user,
             started_at=now,
         )
@@ -177,9 +181,11 @@ def judge_run_start(
                 run_finish_if_complete(run_id=run.pk)
                 run.refresh_from_db()
         else:
+            call_turns = pair_call_turns(turns=judge.turns, pairs=pair_list)
             JudgeCall.objects.bulk_create(
-                JudgeCall(run=run, pair=pair, order=order, lease_expires_at=now + grace)
+                JudgeCall(run=run, pair=pair, order=order, turn=turn, lease_expires_at=now + grace)
                 for pair in pair_list
+                for turn in call_turns[pair.pk]
                 for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
             )
         run_id = run.pk

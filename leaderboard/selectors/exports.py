@@ -73,9 +73,10 @@ EXPORT_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("model_version_reported", "model_version_reported"),
         ("raw_output", "raw_output"),
         # A single-answer grading judge's grade calls (pair_id empty), last so that readers by
-        # position keep their columns.
+        # position keep their columns; `turn` is the turn every call judged (a pair call's is
+        # its pair's turn unless its judge judged every turn, judges.services.turns).
         ("answer_id", "answer_id"),
-        ("turn", "grade_turn"),
+        ("turn", "turn"),
         ("grade", "grade"),
     ),
 }

@@ -4,6 +4,7 @@ filtered as the votes are."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -409,8 +410,9 @@ def report_costs_get(
 
 def _on_pair_answers(*, study: Study, filters: VoteFilters) -> Q:
     """Grade calls (judges.services.grading) of the answers of the filtered pairs, at the
-    report's turn when it names one."""
-    pairs = Pair.objects.filter(pair_q(filters), study=study)
+    report's turn when it names one: the pairs are those of every turn then, since a judge of
+    every turn (Judge.turns "each") grades an answer at turns it has no pair at."""
+    pairs = Pair.objects.filter(pair_q(dataclasses.replace(filters, turn=None)), study=study)
     on_answers = Q(answer_id__in=pairs.values("answer_a_id")) | Q(
         answer_id__in=pairs.values("answer_b_id")
     )

@@ -15,10 +15,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from django.db.models import Q
+from django.db.models import F, Q
 
 from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
-from judges.models import JudgeCall, JudgeRun
+from judges.models import JudgeCall, JudgeRun, Turns
 from leaderboard.lookup import positions_of
 from leaderboard.parallel import run_parallel
 from leaderboard.selectors.packed import frame_read, frame_read_coded
@@ -108,6 +108,9 @@ class JudgeSource:
     judge_kind: str
     model_name: str
     status: str
+    # The run judged every turn of each pair's prompt (Judge.turns "each"): only its calls at
+    # the pair's own turn are votes on the pair, the turn people judged.
+    every_turn: bool = False
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,7 @@ def study_judge_sources(*, study: Study, filters: VoteFilters) -> tuple[JudgeSou
             judge_kind=run.judge.kind,
             model_name=run.judge.model_name,
             status=run.status,
+            every_turn=run.turns == Turns.EACH,
         )
         for run in runs
     )
@@ -309,11 +313,17 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
 
 def _calls_frame(*, sources: Sequence[JudgeSource], filters: VoteFilters) -> pd.DataFrame:
     """The done calls of the sources' runs; for one run, the run is not read but filled in, so
-    that a call travels as one number (its pair on top of its packed choices and scores)."""
+    that a call travels as one number (its pair on top of its packed choices and scores).
+
+    A run that judged every turn of each pair's prompt gives its calls at the pair's own turn
+    only (people judged the pair at that turn); the other runs' calls are all at it."""
     run_ids = [s.run_id for s in sources]
     qs = JudgeCall.objects.filter(
         pair_q(filters, "pair__"), run_id__in=run_ids, status=JudgeCall.Status.DONE
     ).exclude(preference="")
+    every_turn = [s.run_id for s in sources if s.every_turn]
+    if every_turn:
+        qs = qs.filter(~Q(run_id__in=every_turn) | Q(turn=F("pair__turn")))
     one_run = len(run_ids) == 1
     fields: tuple[str, ...] = ("pair_id", "run_id", "order", "preference", "likert", "likert_shown")
     columns = CALL_COLUMNS

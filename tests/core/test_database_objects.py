@@ -59,8 +59,9 @@ def test_every_function_and_trigger_in_the_database_is_its_file() -> None:
 def test_the_database_holds_no_function_or_trigger_without_a_file() -> None:
     assert objects_without_file(connection, all_objects()) == []
     # The claim, its reservation, its propensity and its closing of full pairs (active
-    # selection), the two deletion counters and their five triggers.
-    assert len(database_definitions(connection)) == 11
+    # selection), the two deletion counters and their five triggers, and a pair call's turn
+    # from its pair with its trigger.
+    assert len(database_definitions(connection)) == 13
 
 
 def test_a_definition_changed_in_the_database_is_named_with_its_file() -> None:

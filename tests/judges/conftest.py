@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
 import redis
@@ -55,6 +56,7 @@ def make_llm_judge(
     price_in: str = "10",
     price_out: str = "30",
     reference_guided: bool = False,
+    **options: Any,
 ) -> Judge:
     return judge_create(
         name=name,
@@ -69,6 +71,7 @@ def make_llm_judge(
         tokens_per_minute=tpm,
         order_policy=order_policy,
         reference_guided=reference_guided,
+        **options,
     )
 
 

@@ -96,6 +96,9 @@ class FakeOpenAI:
     delay: float = 0.0
     api_key: str = API_KEY
     honour_idempotency: bool = True
+    # What names a request in `replies` and the log, from its messages' text (a multi-turn test
+    # names a request by the markers of its judged turn's answers alone).
+    key_from: Callable[[str], str] = call_key
     log_path: Path | None = None
     records: list[Record] = field(default_factory=list)
     cache: dict[str, bytes] = field(default_factory=dict)
@@ -255,7 +258,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(401, "Incorrect API key provided.", "invalid_request_error")
             return
         text = "\n".join(str(message.get("content", "")) for message in payload["messages"])
-        key = call_key(text)
+        key = state.key_from(text)
         idempotency = self.headers.get("Idempotency-Key", "")
         started = time.time()
         with state.lock:
