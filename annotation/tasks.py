@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from annotation.services.assignments import assignments_expire
-from annotation.services.prolific import unverified_recheck_all
+from annotation.services.prolific import prolific_connection_test_run, unverified_recheck_all
 from annotation.services.prolific_bonus import bonus_batch_run, bonus_batches_run
 from annotation.services.prolific_review import submissions_reconcile_all
 from core.queues import Queue
@@ -82,3 +82,19 @@ def prolific_submissions_reconcile_task() -> int:
     catches up.
     """
     return submissions_reconcile_all()
+
+
+@task(
+    name="annotation.prolific_connection_test",
+    queue=Queue.DEFAULT,
+    soft_time_limit=45,
+    time_limit=60,
+)
+def prolific_connection_test_task(study_id: int) -> bool:
+    """Make a study's pending Prolific "Test connection" and store its answer for the page.
+
+    Limits 45 s soft, 60 s hard: one read of the Prolific study (PROLIFIC_API_TIMEOUT_SECONDS
+    per phase). A stopped test stores no answer; the panel reads it as lost once its pending
+    mark runs out, and a new click tests again.
+    """
+    return prolific_connection_test_run(study_id=study_id)

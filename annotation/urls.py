@@ -22,6 +22,11 @@ urlpatterns = [
     path("<slug:slug>/settings/", setup.StudySettingsView.as_view(), name="study_settings"),
     path("<slug:slug>/prolific/", prolific.StudyProlificView.as_view(), name="study_prolific"),
     path(
+        "<slug:slug>/prolific/test/<str:test_id>.json",
+        prolific.StudyProlificTestStatusView.as_view(),
+        name="study_prolific_test_status",
+    ),
+    path(
         "<slug:slug>/prolific/draft/",
         prolific.StudyProlificDraftView.as_view(),
         name="study_prolific_draft",

@@ -40,13 +40,20 @@ def _answer_key(kind: str, subject: int, probe_id: str) -> str:
 
 
 def probe_start(
-    *, kind: str, subject: int, pending_seconds: float, send: Callable[[], None]
+    *,
+    kind: str,
+    subject: int,
+    pending_seconds: float,
+    send: Callable[[], None],
+    detail: str = "",
 ) -> Probe:
     """Record a pending test of `subject` and call `send` to queue its task, or return the test
-    already pending (nothing sent). When `send` raises, the pending test is forgotten first."""
+    already pending (nothing sent). `detail` is kept for the task (probe_detail: what to test).
+    When `send` raises, the pending test is forgotten first."""
     key = _pending_key(kind, subject)
     for _ in range(2):
         probe_id = secrets.token_hex(16)
+        cache.set(_answer_key(kind, subject, probe_id) + ":detail", detail, pending_seconds)
         if cache.add(key, probe_id, timeout=pending_seconds):
             try:
                 send()
@@ -65,6 +72,11 @@ def probe_pending(*, kind: str, subject: int) -> str | None:
     """The id of the test of `subject` that is pending now, if any."""
     value = cache.get(_pending_key(kind, subject))
     return str(value) if value else None
+
+
+def probe_detail(*, kind: str, subject: int, probe_id: str) -> str:
+    """The `detail` a test was started with ("" when none, or once it expired)."""
+    return str(cache.get(_answer_key(kind, subject, probe_id) + ":detail") or "")
 
 
 def probe_finish(*, kind: str, subject: int, probe_id: str, answer: dict[str, Any]) -> None:

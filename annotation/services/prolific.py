@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
@@ -34,6 +36,9 @@ from annotation.prolific import (
 )
 from annotation.services.errors import EntryRefused
 from annotation.services.workers import worker_exclude
+from core.broker import task_send
+from core.probes import Probe, probe_detail, probe_finish, probe_pending, probe_start, probe_state
+from core.queues import Queue
 from core.secretbox import InvalidToken, secret_clean, secret_decrypt, secret_encrypt
 
 logger = logging.getLogger(__name__)
@@ -116,6 +121,62 @@ def prolific_connection_test(*, study: Study, prolific_study_id: str = "") -> Pr
     )
     study.prolific_places, study.prolific_study_status = found.places, found.status
     return found
+
+
+TASK_PROLIFIC_TEST = "annotation.prolific_connection_test"
+PROLIFIC_PROBE = "prolific-test"
+# How long a queued test may wait for a worker before it counts as lost (beside its timeout).
+PROLIFIC_TEST_QUEUE_GRACE_SECONDS = 60.0
+
+
+def prolific_connection_test_start(*, study: Study, prolific_study_id: str = "") -> Probe:
+    """Queue a Prolific connection test of the study for a worker (core.probes), or return the
+    one already pending (then nothing is queued). Raise BrokerUnavailable when the broker
+    refuses the task."""
+    return probe_start(
+        kind=PROLIFIC_PROBE,
+        subject=study.pk,
+        pending_seconds=4 * settings.PROLIFIC_API_TIMEOUT_SECONDS
+        + PROLIFIC_TEST_QUEUE_GRACE_SECONDS,
+        send=lambda: task_send(TASK_PROLIFIC_TEST, args=[study.pk], queue=Queue.DEFAULT),
+        detail=prolific_study_id.strip(),
+    )
+
+
+def prolific_connection_test_run(*, study_id: int) -> bool:
+    """The worker's side: make the study's pending Prolific test and store its answer; False
+    when none is pending."""
+    probe_id = probe_pending(kind=PROLIFIC_PROBE, subject=study_id)
+    if probe_id is None:
+        return False
+    wanted = probe_detail(kind=PROLIFIC_PROBE, subject=study_id, probe_id=probe_id)
+    study = Study.objects.filter(pk=study_id).first()
+    answer: dict[str, object]
+    if study is None:
+        answer = {"ok": False, "message": "The study no longer exists."}
+    else:
+        try:
+            found = prolific_connection_test(study=study, prolific_study_id=wanted)
+        except (ProlificError, ValueError) as exc:
+            answer = {"ok": False, "message": getattr(exc, "message", str(exc))}
+        else:
+            answer = {
+                "ok": True,
+                "message": f"Connected to Prolific: study {found.name!r} ({found.id}), "
+                f"{found.status}, {found.places} places ({found.places_taken} taken).",
+            }
+    probe_finish(kind=PROLIFIC_PROBE, subject=study_id, probe_id=probe_id, answer=answer)
+    return True
+
+
+def prolific_connection_test_pending(*, study: Study) -> str | None:
+    """The id of the study's Prolific test that is pending now, if any."""
+    return probe_pending(kind=PROLIFIC_PROBE, subject=study.pk)
+
+
+def prolific_connection_test_state(*, study: Study, probe_id: str) -> dict[str, Any]:
+    """The state of one of the study's Prolific tests: pending, done (ok and message) or lost."""
+    return probe_state(kind=PROLIFIC_PROBE, subject=study.pk, probe_id=probe_id)
 
 
 def prolific_study_link(*, study: Study, prolific_study_id: str) -> ProlificStudy:

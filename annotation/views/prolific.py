@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views import View
 
 from annotation.access import ResearcherRequiredMixin
@@ -17,6 +18,9 @@ from annotation.prolific import ProlificError
 from annotation.selectors.checklist import study_workers_needed
 from annotation.services.prolific import (
     prolific_connection_test,
+    prolific_connection_test_pending,
+    prolific_connection_test_start,
+    prolific_connection_test_state,
     prolific_study_link,
     prolific_token_clear,
     prolific_token_set,
@@ -31,6 +35,7 @@ from annotation.services.prolific_study import (
 )
 from annotation.views.launch import entry_link
 from annotation.views.setup import study_for_config_or_404
+from core.broker import BrokerUnavailable
 
 TEMPLATE = "annotation/study_prolific.html"
 DEFAULT_DESCRIPTION = (
@@ -76,6 +81,13 @@ def _panel(
             (action, TRANSITION_LABELS[action]) for action in prolific_transitions(study=study)
         ],
     }
+    # The connection test asked for (?test=<id> after a click), else the one pending now.
+    test_id = request.GET.get("test", "") or prolific_connection_test_pending(study=study)
+    if test_id:
+        context["test"] = prolific_connection_test_state(study=study, probe_id=test_id)
+        context["test_status_url"] = reverse(
+            "annotation:study_prolific_test_status", args=[study.slug, test_id]
+        )
     if study.prolific_token_encrypted and not study.prolific_study_id:
         context["draft_preview"] = prolific_draft_payload(
             study=study,
@@ -108,7 +120,10 @@ class StudyProlificView(ResearcherRequiredMixin, View):
             if form.cleaned_data["token"]:
                 prolific_token_set(study=study, token=form.cleaned_data["token"])
             wanted = form.cleaned_data["prolific_study_id"]
-            if action == "test" or not wanted or wanted == study.prolific_study_id:
+            if action == "test":
+                # Made by a worker, never in this request: the page polls its answer.
+                return _test_queued(request, study, wanted)
+            if not wanted or wanted == study.prolific_study_id:
                 found = prolific_connection_test(study=study, prolific_study_id=wanted)
             else:
                 found = prolific_study_link(study=study, prolific_study_id=wanted)
@@ -121,6 +136,29 @@ class StudyProlificView(ResearcherRequiredMixin, View):
             f"{found.places} places ({found.places_taken} taken).",
         )
         return redirect("annotation:study_prolific", slug=study.slug)
+
+
+def _test_queued(request: HttpRequest, study: Study, wanted: str) -> HttpResponse:
+    """Queue the study's Prolific test (or find the pending one) and show the panel polling it."""
+    try:
+        probe = prolific_connection_test_start(study=study, prolific_study_id=wanted)
+    except BrokerUnavailable as exc:
+        messages.error(request, f"Connection test not queued: {exc}")
+        return redirect("annotation:study_prolific", slug=study.slug)
+    if not probe.queued:
+        messages.info(
+            request, "A test of this connection is already under way: nothing more queued."
+        )
+    url = reverse("annotation:study_prolific", args=[study.slug])
+    return redirect(f"{url}?test={probe.id}")
+
+
+class StudyProlificTestStatusView(ResearcherRequiredMixin, View):
+    """GET: the state of one Prolific connection test of the study, as JSON, for the page."""
+
+    def get(self, request: HttpRequest, slug: str, test_id: str) -> HttpResponse:
+        study = study_for_config_or_404(request, slug)
+        return JsonResponse(prolific_connection_test_state(study=study, probe_id=test_id))
 
 
 class StudyProlificDraftView(ResearcherRequiredMixin, View):

@@ -10,18 +10,23 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.test import Client
 
 from annotation.models import Assignment, HumanJudgment, Study, Worker
 from annotation.services.prolific import (
     prolific_connection_test,
+    prolific_connection_test_run,
     prolific_token_set,
     unverified_recheck,
 )
+from core.broker import queue_length
+from core.queues import Queue
 from tests.annotation.fake_prolific import TOKEN, FakeProlific, Fault
 from tests.annotation.work_helpers import make_pairs
 from tests.conftest import Cast
+from tests.judges.integration import broker_purge
 
 PROLIFIC_STUDY = "STUDY1"
 
@@ -66,18 +71,56 @@ def lookups(fake: FakeProlific) -> int:
 # --- The connection ----------------------------------------------------------------------------
 
 
+def _test_answer(client: Client, response: Any) -> dict[str, Any]:
+    """Run the pending test as the worker does; the panel's status JSON for the click."""
+    test_id = response["Location"].split("?test=")[1]
+    study = Study.objects.get(slug=response["Location"].split("/")[2])
+    assert prolific_connection_test_run(study_id=study.pk)
+    status = client.get(f"/studies/{study.slug}/prolific/test/{test_id}.json").json()
+    assert status["state"] == "done"
+    return status
+
+
 def test_test_connection_reads_the_study_and_keeps_its_places(
     client: Client, cast: Cast, study: Study, fake: FakeProlific
 ) -> None:
     client.force_login(cast.researcher)
     response = client.post(
-        f"/studies/{study.slug}/prolific/", {"action": "test", "prolific_study_id": ""}, follow=True
+        f"/studies/{study.slug}/prolific/", {"action": "test", "prolific_study_id": ""}
     )
-    assert b"Connected to Prolific" in response.content and b"5 places" in response.content
+    assert response.status_code == 302
+    assert not fake.calls("GET", f"/api/v1/studies/{PROLIFIC_STUDY}/")  # not in the request
+    pending = client.get(response["Location"]).content
+    assert b'data-state="pending"' in pending and b"connection_test.js" in pending
+    status = _test_answer(client, response)
+    assert status["ok"] is True
+    assert "Connected to Prolific" in status["message"] and "5 places" in status["message"]
+    assert b"Connected to Prolific" in client.get(response["Location"]).content
     study.refresh_from_db()
     assert study.prolific_places == 5
     (call,) = fake.calls("GET", f"/api/v1/studies/{PROLIFIC_STUDY}/")
     assert call.authorization == f"Token {TOKEN}"
+
+
+def test_twelve_test_clicks_at_a_slow_prolific_queue_one_test(
+    client: Client, cast: Cast, study: Study, fake: FakeProlific
+) -> None:
+    broker_purge(settings.CELERY_BROKER_URL, Queue.DEFAULT.value)
+    fake.inject(
+        Fault(kind="timeout", path=f"/api/v1/studies/{PROLIFIC_STUDY}/", seconds=3.0, times=5)
+    )
+    client.force_login(cast.researcher)
+    form = {"action": "test", "prolific_study_id": ""}
+    responses = [client.post(f"/studies/{study.slug}/prolific/", form) for _ in range(12)]
+    assert {response["Location"] for response in responses} == {responses[0]["Location"]}
+    assert queue_length(Queue.DEFAULT) == 1 and not fake.calls("GET", "/api/v1/studies/")
+    status = _test_answer(client, responses[0])  # the timeout, met by the worker
+    assert status["ok"] is False
+    assert (
+        client.post(f"/studies/{study.slug}/prolific/", form)["Location"]
+        != (responses[0]["Location"])
+    )
+    broker_purge(settings.CELERY_BROKER_URL, Queue.DEFAULT.value)
 
 
 def test_a_wrong_token_gets_a_clear_error_and_is_never_shown(
@@ -90,15 +133,21 @@ def test_a_wrong_token_gets_a_clear_error_and_is_never_shown(
         f"/studies/{study.slug}/prolific/",
         {"action": "test", "token": wrong, "prolific_study_id": ""},
     )
-    assert response.status_code == 400
-    assert b"Prolific refused the API token (401)" in response.content
-    assert wrong.encode() not in response.content
+    status = _test_answer(client, response)
+    assert status["ok"] is False
+    assert "Prolific refused the API token (401)" in status["message"]
+    assert wrong not in status["message"]
     study.refresh_from_db()
     assert wrong not in study.prolific_token_encrypted and study.prolific_token_encrypted
-    page = client.get(f"/studies/{study.slug}/prolific/").content
+    page = client.get(response["Location"]).content
+    assert b"Prolific refused the API token (401)" in page
     assert wrong.encode() not in page and TOKEN.encode() not in page
     assert b"stored encrypted" in page
     assert wrong not in caplog.text and TOKEN not in caplog.text
+    # Another study's researcher reads nothing of this study's tests.
+    client.force_login(cast.outsider)
+    test_id = response["Location"].split("?test=")[1]
+    assert client.get(f"/studies/{study.slug}/prolific/test/{test_id}.json").status_code == 404
 
 
 def test_linking_needs_a_study_the_token_can_see(

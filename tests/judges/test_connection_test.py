@@ -90,7 +90,7 @@ def test_a_click_returns_at_once_and_the_page_gets_the_workers_answer(
     test_id = response["Location"].split("?test=")[1]
     assert queue_length(Queue.DEFAULT) == 1
     page = client.get(response["Location"]).content.decode()
-    assert 'data-state="pending"' in page and "judge_detail.js" in page
+    assert 'data-state="pending"' in page and "connection_test.js" in page
     assert client.get(status_url(judge, test_id)).json() == {"state": "pending"}
 
     assert judge_connection_test_run(judge_id=judge.pk)  # the worker's side, 3 s

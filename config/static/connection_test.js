@@ -1,5 +1,6 @@
-// Connection test of a judge: while the test a worker makes is pending, poll its state every
-// second and show its answer (or that no worker took it) in place.
+// A connection test made by a worker (core/probes.py): while the test is pending, poll its state
+// every second and show its answer in place, after the element's data-ok-prefix or
+// data-fail-prefix, or that no worker took it.
 (function () {
   "use strict";
   var box = document.getElementById("connection-test");
@@ -8,7 +9,8 @@
 
   function show(data) {
     if (data.state === "done") {
-      box.textContent = (data.ok ? "Connection works: " : "Connection failed: ") + data.message;
+      var prefix = box.getAttribute(data.ok ? "data-ok-prefix" : "data-fail-prefix") || "";
+      box.textContent = prefix + data.message;
       box.className = data.ok ? "ok" : "error";
     } else {
       box.textContent = "No worker answered this test in time: is a worker on the default queue running?";
