@@ -155,14 +155,15 @@ class JudgeCreateForm(forms.Form):
         label="Show the whole conversation at later turns",
         required=False,
         initial=True,
-        help_text="Use the template's multi-turn variant for turn 2 and later (likert and "
-        "grade have one); the others show later turns with the plain template.",
+        help_text="Use the template's multi-turn variant for turn 2 and later (likert, "
+        "verdict and grade have one); the others show later turns with the plain template.",
     )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         data["turns"] = data.get("turns") or Turns.PAIR
-        # Only likert and grade ship a multi-turn variant; the others keep the plain template.
+        # Only likert, verdict and grade ship a multi-turn variant; the others keep the plain
+        # template.
         template = TEMPLATES.get(data.get("template") or "")
         data["multi_turn"] = bool(data.get("multi_turn") and template and template.multi_turn_text)
         if data.get("key_source") == self.KEY_PASTED and not data.get("api_key"):

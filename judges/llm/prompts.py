@@ -192,6 +192,20 @@ Compare the replies for helpfulness, relevance, accuracy, depth and care. Ignore
 which they are shown, their length and the assistants' names. Explain your comparison in a few
 sentences, then end with your verdict as exactly one of these tokens: [[A]] if assistant A is
 better, [[B]] if assistant B is better, [[C]] if they are equally good.""",
+    multi_turn_text="""Act as an impartial referee between two AI assistants, A (the first
+assistant below) and B (the second), that each held a conversation with the same user. The
+user's messages are the same in both; each assistant's replies are its own. The conversation,
+turn by turn:
+
+{conversation}
+
+Compare only the two replies to the user's message in turn {turn}, the last turn above; the
+earlier turns are context, showing what the user has asked for so far and what each assistant
+said before, which its turn-{turn} reply should build on. Judge those replies for helpfulness,
+relevance, accuracy, depth and care. Ignore the order in which they are shown, their length and
+the assistants' names. Explain your comparison in a few sentences, then end with your verdict
+as exactly one of these tokens: [[A]] if assistant A's turn-{turn} reply is better, [[B]] if
+assistant B's is better, [[C]] if they are equally good.""",
 )
 VALUES = PromptTemplate(
     name="values",

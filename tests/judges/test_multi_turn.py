@@ -355,3 +355,22 @@ def test_a_panel_member_of_every_turn_votes_with_its_calls_at_the_pairs_turn(cas
     run = panel_run(judge=panel, study=cast.study, user=cast.researcher)
     calls = run.calls.order_by("order")
     assert [(c.order, c.turn, c.preference) for c in calls] == [("ab", 1, "A"), ("ba", 1, "A")]
+
+
+def test_a_verdict_judge_at_turn_two_names_its_assistants_in_the_order_shown(
+    cast: Cast, turn_fake: FakeOpenAI, api_key: str
+) -> None:
+    _, _, (pair,) = two_turn_study(cast.study, turns=(2,))
+    # [[A]] names the assistant shown first: x when A is first, y when B is.
+    turn_fake.replies = {"t2:ab": "verdict_first", "t2:ba": "verdict_first"}
+    judge = llm_judge(turn_fake, name="referee", template="verdict", multi_turn=True)
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    run_all(run)
+    calls = {c.order: c for c in run.calls.all()}
+    assert {order: (c.turn, c.preference) for order, c in calls.items()} == {
+        "ab": (2, "A"),
+        "ba": (2, "B"),
+    }
+    shown = sent(calls["ab"])
+    assert_in_order(shown, [Q1, X[0], Y[0], Q2, X[1], Y[1]])
+    assert "Compare only the two replies to the user's message in turn 2" in shown
