@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.errors import ApplicationError
 from core.jsondepth import json_depth
 
 MAX_REPORTED_PROBLEMS = 20
@@ -67,7 +68,7 @@ class ImportProblem:
         return ": ".join(parts)
 
 
-class StudyImportError(Exception):
+class StudyImportError(ApplicationError):
     """The file cannot be imported; nothing was written. Holds the first problems and a count."""
 
     def __init__(self, problems: Sequence[ImportProblem], total: int | None = None) -> None:
@@ -202,7 +203,7 @@ def source_size(source: Source) -> int:
     return size
 
 
-class _EncodingError(Exception):
+class _EncodingError(ApplicationError):
     pass
 
 

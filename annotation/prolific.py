@@ -19,8 +19,10 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from core.errors import ApplicationError
 
-class ProlificError(Exception):
+
+class ProlificError(ApplicationError):
     """A failed call; `message` is fit for a researcher's page (it never holds the token)."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
@@ -39,6 +41,8 @@ class ProlificNotFound(ProlificError):
 
 class ProlificUnavailable(ProlificError):
     """Prolific did not answer in time, or answered 429 or 5xx: nothing is known."""
+
+    http_status = 503
 
 
 class ProlificNotAllowed(ProlificError):

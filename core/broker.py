@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from core.errors import ApplicationError
 from core.queues import Queue
 
 if TYPE_CHECKING:
@@ -32,8 +33,10 @@ def _celery() -> Celery:
     return _APP[0]
 
 
-class BrokerUnavailable(Exception):
+class BrokerUnavailable(ApplicationError):
     """The Celery broker does not answer, so work cannot be queued."""
+
+    http_status = 503
 
 
 def url_label(url: str) -> str:

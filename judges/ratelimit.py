@@ -15,6 +15,8 @@ from functools import lru_cache
 import redis
 from django.conf import settings
 
+from core.errors import ApplicationError
+
 _SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -62,7 +64,7 @@ return 0
 """
 
 
-class RateLimitTimeout(Exception):
+class RateLimitTimeout(ApplicationError):
     """No slot came free within the time the caller was willing to wait."""
 
     def __init__(self, waited: float):

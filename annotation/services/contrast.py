@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from annotation.models import Answer, ContrastPair, ContrastSet, Prompt, Study, System
+from core.errors import ApplicationError
 
 
-class ContrastSetError(ValueError):
+class ContrastSetError(ApplicationError, ValueError):
     """A contrast set that cannot be stored as asked; the message says what is wrong and where."""
 
 

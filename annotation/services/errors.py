@@ -5,8 +5,10 @@ Messages never name a system, another worker or a judge: they are shown to annot
 
 from __future__ import annotations
 
+from core.errors import ApplicationError
 
-class AnnotationError(Exception):
+
+class AnnotationError(ApplicationError):
     """A refusal the worker should read; `code` is stable for the JSON API."""
 
     code = "refused"
@@ -17,6 +19,7 @@ class AnnotationError(Exception):
 
 
 class StudyNotOpen(AnnotationError):
+    http_status = 409
     code = "study_not_open"
 
 
@@ -31,14 +34,17 @@ class WorkerExcluded(AnnotationError):
 
 
 class AssignmentNotFound(AnnotationError):
+    http_status = 404
     code = "not_found"
 
 
 class AssignmentExpired(AnnotationError):
+    http_status = 409
     code = "expired"
 
 
 class AssignmentClosed(AnnotationError):
+    http_status = 409
     code = "closed"
 
 
@@ -57,4 +63,5 @@ class EntryRefused(AnnotationError):
 
 
 class EntryRateLimited(EntryRefused):
+    http_status = 429
     code = "rate_limited"

@@ -26,11 +26,12 @@ from django.utils import timezone
 from annotation.leakscan import scan_answer
 from annotation.models import Answer, Pair, Study, System
 from annotation.selectors.studies import study_get_for_user
+from core.errors import ApplicationError
 
 Remedy = Answer.LeakRemedy
 
 
-class LeakRemedyError(ValueError):
+class LeakRemedyError(ApplicationError, ValueError):
     """A remedy that cannot be applied; the message says why, for the researcher."""
 
 

@@ -25,6 +25,7 @@ from django.db import transaction
 
 from annotation.models import Answer, ContrastSet, Pair, Prompt, Study, System
 from core.conventions import GOLD_KINDS, GoldKind
+from core.errors import ApplicationError
 
 Strategy = Literal["all", "baseline", "sample", "contrast"]
 TurnsSpec = Literal["all", "last"] | Sequence[int]
@@ -40,7 +41,7 @@ AnswerKey = tuple[int, int]
 """An unordered pair of answers in canonical order: (smaller id, larger id)."""
 
 
-class PairsGenerationError(ValueError):
+class PairsGenerationError(ApplicationError, ValueError):
     """A request to generate pairs that cannot be carried out; the message says why."""
 
 

@@ -24,12 +24,13 @@ from typing import Literal
 from django.db import transaction
 
 from annotation.models import Answer, HumanJudgment, Pair, Preference, Prompt, Study, System, Worker
+from core.errors import ApplicationError
 
 Winner = Literal["first", "second", "tie"]
 """Which of a pair's two systems, in the order the source lists them, a rater preferred."""
 
 
-class PublishedImportError(ValueError):
+class PublishedImportError(ApplicationError, ValueError):
     """Records that contradict each other or the study; the message names the record."""
 
 

@@ -15,6 +15,7 @@ from django.utils.text import slugify
 
 from annotation.models import Study, StudyMembership
 from annotation.selectors.checklist import study_checklist
+from core.errors import ApplicationError
 
 # Which statuses a study may move to from which: a closed study stays closed, because its
 # pay and reports are final.
@@ -74,8 +75,10 @@ SETTINGS_FIELDS: tuple[str, ...] = (
 RESERVED_SLUGS: frozenset[str] = frozenset({"new"})
 
 
-class StudyLaunchBlocked(Exception):
+class StudyLaunchBlocked(ApplicationError):
     """The launch checklist has open items; `problems` names each."""
+
+    http_status = 409
 
     def __init__(self, problems: list[str]):
         super().__init__("; ".join(problems))

@@ -76,6 +76,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # An ApplicationError no view caught: its message on a page, not a server error
+    # (core/errorhandlers.py; DRF's views answer it as JSON with EXCEPTION_HANDLER below).
+    "core.errorhandlers.ApplicationErrorMiddleware",
     "core.csp.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: turns a locked-out log-in into its 429 response.
     "axes.middleware.AxesMiddleware",
@@ -223,6 +226,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
 REST_FRAMEWORK = {
+    # An ApplicationError no API class caught: {"detail": message, "code": code}, 400/409.
+    "EXCEPTION_HANDLER": "core.errorhandlers.api_exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
     ],

@@ -29,6 +29,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations import RunSQL
 from django.db.migrations.loader import MigrationLoader
 
+from core.errors import ApplicationError
+
 Kind = Literal["function", "trigger"]
 HINT = "database_object"
 
@@ -39,7 +41,7 @@ _TRIGGER = re.compile(
 _BODY_QUOTE = re.compile(r"\bAS\s+(\$\w*\$)")
 
 
-class DatabaseObjectError(Exception):
+class DatabaseObjectError(ApplicationError):
     """An object file that cannot be read as one function or one trigger named as the file."""
 
 

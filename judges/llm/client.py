@@ -21,16 +21,18 @@ import httpx2
 import openai
 from django.conf import settings
 
+from core.errors import ApplicationError
 
-class JudgeNotConfigured(Exception):
+
+class JudgeNotConfigured(ApplicationError):
     """The judge lacks something it needs to be called (its key, a base URL, a model name)."""
 
 
-class UnsafeBaseURL(ValueError):
+class UnsafeBaseURL(ApplicationError, ValueError):
     """A base URL that the allow-list or scheme rules refuse."""
 
 
-class JudgeCallError(Exception):
+class JudgeCallError(ApplicationError):
     """A call that did not produce a reply. `transient` errors may be retried.
 
     `maybe_paid` is set when the request reached the API and the reply was lost on the way back

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from core.errors import ApplicationError
+
 METADATA = "metadata.json"
 HEAD_WEIGHTS = "head.safetensors"
 MODEL_FOLDER = "model"
@@ -30,7 +32,7 @@ KIND_HEAD = "head"
 KIND_HF = "hf"
 
 
-class ArtifactMissing(Exception):
+class ArtifactMissing(ApplicationError):
     """The judge's artifact folder is gone or incomplete."""
 
 

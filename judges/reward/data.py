@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from annotation.models import Answer, HumanJudgment, Preference, Prompt, Study
+from core.errors import ApplicationError
 
 SOURCE_RANKED = "ranked"
 SOURCE_HUMAN = "human"
@@ -33,7 +34,7 @@ TIES_DROP = "drop"
 TIES_HALF = "half"
 
 
-class TrainingInputError(ValueError):
+class TrainingInputError(ApplicationError, ValueError):
     """The study's data cannot train the model as asked; the message names what and where."""
 
 

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from core.errors import ApplicationError
+
 # Set before sentence-transformers or transformers is first imported (both read them then).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -35,7 +37,7 @@ DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
 ENCODE_BATCH_SIZE = 32
 
 
-class BackboneNotFound(Exception):
+class BackboneNotFound(ApplicationError):
     """The backbone names neither the shipped encoder nor a local sentence-transformers folder."""
 
 

@@ -19,12 +19,13 @@ import numpy as np
 import torch
 from django.conf import settings
 
+from core.errors import ApplicationError
 from judges.reward import encoder  # noqa: F401 - sets HF_HUB_OFFLINE before transformers loads
 
 HF_BATCH_SIZE = 16
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ApplicationError, ValueError):
     """The checkpoint folder is missing or is not a one-logit sequence classifier."""
 
 

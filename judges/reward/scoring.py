@@ -63,6 +63,7 @@ from django.utils import timezone
 from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
 from core.broker import BrokerUnavailable, broker_check, task_send
+from core.errors import ApplicationError
 from core.queues import Queue
 from core.tasks import failure_reason
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
@@ -82,8 +83,10 @@ TASK_SCORE_RUN = "judges.pl_score_run"
 FAILED_NOTE = "scoring failed: "
 
 
-class RunCancelled(Exception):
+class RunCancelled(ApplicationError):
     """The run stopped being pending, or another attempt took it, while it was scored."""
+
+    http_status = 409
 
 
 def queue_on_commit(task: str, object_id: int) -> None:

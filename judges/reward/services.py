@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from annotation.models import Study
 from core.broker import BrokerUnavailable, broker_check
+from core.errors import ApplicationError
 from core.tasks import failure_reason
 from judges.models import Judge, PLTraining
 from judges.reward import data as data_module
@@ -43,8 +44,10 @@ BACKBONE_HF = "hf"
 BACKBONE_MODES = (BACKBONE_HEAD, BACKBONE_FINETUNE, BACKBONE_HF)
 
 
-class TrainingCancelled(Exception):
+class TrainingCancelled(ApplicationError):
     """The training was cancelled (or taken by another attempt) while it ran."""
+
+    http_status = 409
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,16 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from annotation.models import Study
+from core.errors import ApplicationError
 from judges.models import JudgeRun
 
 ACTIVE_RUN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 
 
-class RunLimitReached(ValidationError):
+class RunLimitReached(ApplicationError, ValidationError):  # type: ignore[misc]  # code, message: same use
     """The study already has as many active runs as it may; the message names them."""
+
+    http_status = 409
 
 
 def study_run_place_take(*, study: Study, exclude_run_id: int | None = None) -> None:

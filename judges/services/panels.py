@@ -55,6 +55,7 @@ from django.utils import timezone
 from annotation.models import Pair, Study
 from core.broker import broker_check
 from core.conventions import likert_collapse
+from core.errors import ApplicationError
 from judges.models import Judge, JudgeCall, JudgeRun, PanelMember
 
 TIE_RULE = (
@@ -304,8 +305,10 @@ def _panel_orders(per_member: Iterable[list[MemberCall]]) -> list[str]:
     return orders or [str(JudgeCall.Order.BOTH)]
 
 
-class PanelNotReady(ValidationError):
+class PanelNotReady(ApplicationError, ValidationError):  # type: ignore[misc]  # code, message: same use
     """A member has no done run on the study; the message names them."""
+
+    http_status = 409
 
 
 def panel_run_start(

@@ -19,10 +19,11 @@ from typing import Any
 from django.db import transaction
 
 from annotation.models import Pair, Preference, Study
+from core.errors import ApplicationError
 from judges.models import Judge, JudgeCall, JudgeRun
 
 
-class PublishedVerdictsError(ValueError):
+class PublishedVerdictsError(ApplicationError, ValueError):
     """Verdicts that cannot be stored as given; the message says which and why."""
 
 

@@ -21,6 +21,7 @@ from annotation.access import is_researcher_or_admin
 from annotation.models import Pair, Study
 from annotation.selectors.studies import study_list_for_user
 from core.broker import BrokerUnavailable, broker_check, queue_length, task_send
+from core.errors import ApplicationError
 from core.queues import Queue
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.calls import (
@@ -75,8 +76,10 @@ def _judge_task_send(name: str, *, args: list[int], priority: int = PRIORITY_BAC
     )
 
 
-class JudgeNotReady(Exception):
+class JudgeNotReady(ApplicationError):
     """The judge cannot run now; the message says what to set."""
+
+    http_status = 409
 
 
 def _check_may_run(*, user: User, study: Study) -> None:

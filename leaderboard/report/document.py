@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from core import csvsafe
+from core.errors import ApplicationError
 from leaderboard.parallel import run_parallel
 from leaderboard.report.base import (
     HUMAN,
@@ -34,7 +35,7 @@ R = TypeVar("R")
 SCHEMA_VERSION = 17
 
 
-class ReportPayloadError(ValueError):
+class ReportPayloadError(ApplicationError, ValueError):
     """A stored payload that this code cannot read as a report (another schema version, or a
     section missing)."""
 

@@ -17,6 +17,7 @@ from annotation.services.contrast import (
     ContrastSetStored,
     contrast_set_store,
 )
+from core.errors import ApplicationError
 from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
 from leaderboard.selectors.contrast import best_answers_choose
 from leaderboard.stats.consistency import DEFAULT_WINDOW, ContrastSelection, contrast_pairs_select
@@ -29,7 +30,7 @@ BEST_REASONS = {
 }
 
 
-class ContrastBuildError(ValueError):
+class ContrastBuildError(ApplicationError, ValueError):
     """No contrast set can be built as asked; the message says how many pairs were found and why
     none qualify."""
 

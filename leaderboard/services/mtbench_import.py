@@ -29,6 +29,7 @@ from annotation.services.published import (
     Winner,
     published_judgments_import,
 )
+from core.errors import ApplicationError
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.published import (
     PublishedVerdict,
@@ -48,7 +49,7 @@ MTBENCH_NOTES = (
 _WINNERS = frozenset({"model_a", "model_b", "tie", "tie (inconsistent)", "tie (bothbad)"})
 
 
-class MTBenchImportError(ValueError):
+class MTBenchImportError(ApplicationError, ValueError):
     """A file or row that cannot be imported; the message names the file and line."""
 
 

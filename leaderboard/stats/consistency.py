@@ -23,6 +23,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import expit
 
+from core.errors import ApplicationError
 from leaderboard.stats.bootstrap import (
     ClusterProportion,
     cluster_proportion,
@@ -580,7 +581,7 @@ class Intransitivity:
     random_rate: float
 
 
-class PairRepeated(ValueError):
+class PairRepeated(ApplicationError, ValueError):
     """A group's triples cannot be counted: row ``row`` compares an item with itself
     (``kind`` "self") or repeats an earlier row's unordered pair (``kind`` "twice")."""
 
