@@ -216,8 +216,10 @@ class StudyJudgmentListApi(_RowsApi):
         factuality_b = _rating("factuality_b")
 
     def rows(self, study: Study) -> QuerySet[Any]:
-        judgments = HumanJudgment.objects.filter(study=study).select_related("worker")
-        return judgments_with_ratings(judgments).order_by("pk")
+        """The study's judgments but those of excluded participants, as in the exports: an
+        exclusion (annotation's worker_exclude) takes a participant out of every analysis."""
+        judgments = HumanJudgment.objects.filter(study=study, excluded=False)
+        return judgments_with_ratings(judgments.select_related("worker")).order_by("pk")
 
 
 class StudyCallListApi(_RowsApi):

@@ -119,3 +119,20 @@ def test_the_api_root_is_refused_to_anonymous_clients_and_workers(
     assert cast.worker_one.user is not None
     client.force_login(cast.worker_one.user)
     assert client.get("/api/v1/").status_code == 403
+
+
+def test_the_judgments_endpoint_leaves_out_excluded_participants_as_the_exports_do(
+    client: Client, cast: Cast, imported: Study
+) -> None:
+    from annotation.models import HumanJudgment, Worker
+    from annotation.services.workers import worker_exclude
+
+    client.force_login(cast.researcher)
+    before = client.get("/api/v1/studies/mt-bench/judgments/?page_size=100").json()
+    rater = Worker.objects.get(study=imported, external_id="expert_1")
+    dropped = HumanJudgment.objects.filter(worker=rater).count()
+    assert dropped > 0
+    worker_exclude(worker=rater, reason="answered at random in the pilot")
+    after = client.get("/api/v1/studies/mt-bench/judgments/?page_size=100").json()
+    assert after["count"] == before["count"] - dropped
+    assert "expert_1" not in {row["rater"] for row in after["results"]}
