@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from annotation.services.assignments import assignments_expire
+from annotation.services.pairs_jobs import (
+    PAIRS_SOFT_TIME_LIMIT,
+    PAIRS_TIME_LIMIT,
+    pairs_generation_run,
+)
 from annotation.services.prolific import prolific_connection_test_run, unverified_recheck_all
 from annotation.services.prolific_bonus import bonus_batch_run, bonus_batches_run
 from annotation.services.prolific_review import submissions_reconcile_all
@@ -98,3 +103,18 @@ def prolific_connection_test_task(study_id: int) -> bool:
     mark runs out, and a new click tests again.
     """
     return prolific_connection_test_run(study_id=study_id)
+
+
+@task(
+    name="annotation.pairs_generate",
+    queue=Queue.DEFAULT,
+    soft_time_limit=PAIRS_SOFT_TIME_LIMIT,
+    time_limit=PAIRS_TIME_LIMIT,
+)
+def pairs_generate_task(study_id: int) -> bool:
+    """Make the study's pending pair generation (annotation.services.pairs_jobs).
+
+    Limits 1200 s soft, 1260 s hard: an "all pairs" run of 130,500 pairs took two minutes; the
+    generation is one transaction, so a stopped run made no pairs and its failure is shown.
+    """
+    return pairs_generation_run(study_id=study_id)

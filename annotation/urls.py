@@ -47,6 +47,11 @@ urlpatterns = [
         name="study_member_remove",
     ),
     path("<slug:slug>/pairs/", pairs.StudyPairsView.as_view(), name="study_pairs"),
+    path(
+        "<slug:slug>/pairs/generation/<str:generation_id>.json",
+        pairs.StudyPairsGenerationStatusView.as_view(),
+        name="study_pairs_generation_status",
+    ),
     path("<slug:slug>/import/", importing.StudyImportView.as_view(), name="study_import"),
     path("<slug:slug>/flagged/", importing.FlaggedAnswerListView.as_view(), name="flagged_answers"),
     path(

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views import View
 
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
@@ -18,26 +19,14 @@ from annotation.selectors.pairs import (
     pair_list_for_study,
     user_may_generate_pairs,
 )
-from annotation.services.pairs import (
-    PairsGenerationError,
-    PairsResult,
-    gold_pairs_generate,
-    pairs_generate,
+from annotation.services.pairs_jobs import (
+    pairs_generation_pending,
+    pairs_generation_start,
+    pairs_generation_state,
 )
+from core.broker import BrokerUnavailable
 
 PAIRS_PER_PAGE = 50
-
-
-def _result_line(what: str, result: PairsResult) -> str:
-    line = (
-        f"{what}: {result.created} created, {result.already_present} already present, "
-        f"{result.skipped_answers} flagged answers left out"
-    )
-    if result.marked_gold:
-        line += f", {result.marked_gold} existing pairs marked gold"
-    if result.prompts_without_baseline:
-        line += f", {result.prompts_without_baseline} prompts without a baseline answer"
-    return line + "."
 
 
 class StudyPairsView(ResearcherRequiredMixin, View):
@@ -62,6 +51,13 @@ class StudyPairsView(ResearcherRequiredMixin, View):
             "page": page,
             "form": form,
         }
+        # The generation asked for (?generation=<id> after a click), else the one pending now.
+        generation_id = request.GET.get("generation", "") or pairs_generation_pending(study=study)
+        if generation_id:
+            context["generation"] = pairs_generation_state(study=study, probe_id=generation_id)
+            context["generation_status_url"] = reverse(
+                "annotation:study_pairs_generation_status", args=[study.slug, generation_id]
+            )
         return render(request, "annotation/study_pairs.html", context, status=status)
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -74,20 +70,35 @@ class StudyPairsView(ResearcherRequiredMixin, View):
         if not form.is_valid():
             return self._render(request, study, form, status=400)
         data = form.cleaned_data
+        # Made by a worker, never in this request (130,500 pairs took two minutes): the page
+        # polls its outcome. One generation per study is queued or running at a time.
         try:
-            if data["strategy"]:
-                result = pairs_generate(
-                    study=study,
-                    strategy=data["strategy"],
-                    baseline_system=data["baseline"],
-                    k=data["k"],
-                    turns=data["turns"],
-                    seed=data["seed"],
-                )
-                messages.success(request, _result_line(f"{data['strategy']} pairs", result))
-            if data["gold"]:
-                gold = gold_pairs_generate(study=study, kind=data["gold"], seed=data["seed"])
-                messages.success(request, _result_line(f"Gold pairs ({data['gold']})", gold))
-        except PairsGenerationError as exc:
-            messages.error(request, str(exc))
-        return redirect("annotation:study_pairs", slug=study.slug)
+            generation = pairs_generation_start(
+                study=study,
+                strategy=data["strategy"],
+                baseline=data["baseline"],
+                k=data["k"],
+                turns=data["turns"],
+                seed=data["seed"],
+                gold=data["gold"],
+            )
+        except BrokerUnavailable as exc:
+            messages.error(request, f"Pairs not queued: {exc}")
+            return redirect("annotation:study_pairs", slug=study.slug)
+        if not generation.queued:
+            messages.info(
+                request, "A generation of this study's pairs is already under way: nothing queued."
+            )
+        url = reverse("annotation:study_pairs", args=[study.slug])
+        return redirect(f"{url}?generation={generation.id}")
+
+
+class StudyPairsGenerationStatusView(StudyPairsView):
+    """GET: the state of one pair generation of the study, as JSON, for the page's polling."""
+
+    def get(self, request: HttpRequest, slug: str, generation_id: str = "") -> HttpResponse:
+        study = self._study(request, slug)
+        return JsonResponse(pairs_generation_state(study=study, probe_id=generation_id))
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        raise Http404("No such page.")

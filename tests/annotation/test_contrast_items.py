@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.test import Client
@@ -19,8 +20,11 @@ from annotation.services.contrast import (
     contrast_set_store,
 )
 from annotation.services.pairs import PairsGenerationError, gold_pairs_generate, pairs_generate
+from annotation.services.pairs_jobs import pairs_generation_run
+from core.queues import Queue
 from tests.annotation.work_helpers import enter_and_consent
 from tests.conftest import PASSWORD, Cast
+from tests.judges.integration import broker_purge
 
 SECRET_SYSTEM = "Zyzzyva-Quokka-9000"
 
@@ -235,11 +239,16 @@ def test_a_researcher_makes_contrast_items_from_the_pairs_page_or_learns_how_to_
     page = f"/studies/{cast.study.slug}/pairs/"
     form = {"strategy": "contrast", "turns": "all", "seed": 5}
 
-    refused = client.post(page, form, follow=True).content.decode()
+    broker_purge(settings.CELERY_BROKER_URL, Queue.DEFAULT.value)
+    clicked = client.post(page, form)
+    assert pairs_generation_run(study_id=cast.study.pk)  # as the worker does
+    refused = client.get(clicked["Location"]).content.decode()
     assert "no contrast set for seed 5" in refused and "build_contrast_set" in refused
     assert not Pair.objects.exists()
 
     rows = make_prompts(cast.study, 2)
     store(cast.study, [spec(rows[0], rows[1])], seed=5)
     client.post(page, form)
+    assert pairs_generation_run(study_id=cast.study.pk)
+    broker_purge(settings.CELERY_BROKER_URL, Queue.DEFAULT.value)
     assert Pair.objects.filter(study=cast.study, source=Pair.Source.CONTRAST).count() == 2

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group, Permission, User
 from django.db import connection
 from django.test import Client
@@ -13,8 +16,13 @@ from django.test.utils import CaptureQueriesContext
 from annotation.models import Pair, System
 from annotation.roles import Role
 from annotation.services.pairs import pairs_generate
+from annotation.services.pairs_jobs import pairs_generation_run
+from annotation.tasks import pairs_generate_task
+from core.broker import queue_length
+from core.queues import Queue
 from tests.annotation.test_pairs import make_prompts, rank_answers
 from tests.conftest import PASSWORD, Cast, make_user
+from tests.judges.integration import broker_purge
 
 
 def client_for(user: User) -> Client:
@@ -78,25 +86,87 @@ def test_anonymous_visitors_are_sent_to_log_in(cast: Cast) -> None:
     assert response["Location"].startswith("/accounts/login/")
 
 
-def test_posting_the_form_generates_pairs_and_reports_counts(cast: Cast) -> None:
+@pytest.fixture
+def queue() -> Iterator[None]:
+    broker_purge(settings.CELERY_BROKER_URL, Queue.DEFAULT.value)
+    yield
+    broker_purge(settings.CELERY_BROKER_URL, Queue.DEFAULT.value)
+
+
+def run_generation(client: Client, cast: Cast, response: Any) -> dict[str, Any]:
+    """Run the queued task as the worker does; the page's status JSON for the click."""
+    generation_id = response["Location"].split("?generation=")[1]
+    assert pairs_generate_task(cast.study.pk)
+    status = client.get(f"{url(cast)}generation/{generation_id}.json").json()
+    assert status["state"] == "done"
+    return status
+
+
+def test_posting_the_form_queues_the_generation_and_the_worker_makes_the_pairs(
+    cast: Cast, queue: None
+) -> None:
     make_prompts(cast.study, 2)
     baseline = System.objects.get(study=cast.study, name="alpha")
     client = client_for(cast.researcher)
     form = {"strategy": "baseline", "baseline": baseline.pk, "turns": "all", "seed": 0}
-    response = client.post(url(cast), form, follow=True)
-    assert response.status_code == 200
-    assert "baseline pairs: 6 created, 0 already present" in response.content.decode()
+    response = client.post(url(cast), form)
+    assert response.status_code == 302 and "?generation=" in response["Location"]
+    # Not in the request: one message on the queue, no pairs yet, the page says it is under way.
+    assert queue_length(Queue.DEFAULT) == 1
+    assert not Pair.objects.exists()
+    pending = client.get(response["Location"]).content.decode()
+    assert 'data-state="pending"' in pending and "connection_test.js" in pending
+    assert "Generating pairs" in pending
+    status = run_generation(client, cast, response)
+    assert status["ok"] is True
+    assert "baseline pairs: 6 created, 0 already present" in status["message"]
     assert Pair.objects.filter(study=cast.study, source=Pair.Source.BASELINE).count() == 6
+    done = client.get(response["Location"]).content.decode()
+    assert "baseline pairs: 6 created" in done and "connection_test.js" not in done
 
 
-def test_posting_gold_only_adds_gold_pairs(cast: Cast) -> None:
+def test_a_second_click_while_one_is_queued_queues_nothing(cast: Cast, queue: None) -> None:
+    make_prompts(cast.study, 2)
+    client = client_for(cast.researcher)
+    form = {"strategy": "all", "turns": "all", "seed": 0}
+    first = client.post(url(cast), form)
+    second = client.post(url(cast), form, follow=True)
+    assert second.redirect_chain[-1][0] == first["Location"]
+    assert "already under way: nothing queued" in second.content.decode()
+    assert queue_length(Queue.DEFAULT) == 1
+    # The page without ?generation= still shows the pending one.
+    assert 'data-state="pending"' in client.get(url(cast)).content.decode()
+    run_generation(client, cast, first)
+    assert Pair.objects.filter(study=cast.study).count() == 12
+    assert not pairs_generation_run(study_id=cast.study.pk)  # the redelivery finds none pending
+    assert client.post(url(cast), form)["Location"] != first["Location"]  # free again
+    assert queue_length(Queue.DEFAULT) == 2
+
+
+def test_a_failed_generation_is_shown_and_makes_no_pairs(cast: Cast, queue: None) -> None:
+    cast.study.gold_share = Decimal("1")
+    cast.study.save()
+    make_prompts(cast.study, 2)
+    client = client_for(cast.researcher)
+    # Contrast pairs with no contrast set fail: the gold pairs asked with them are not made.
+    form = {"strategy": "contrast", "turns": "all", "seed": 5, "gold": "first_vs_last"}
+    response = client.post(url(cast), form)
+    status = run_generation(client, cast, response)
+    assert status["ok"] is False and status["message"].startswith("Pairs not generated: ")
+    page = client.get(response["Location"]).content.decode()
+    assert "Pairs not generated" in page and 'data-state="done"' in page
+    assert not Pair.objects.exists()
+
+
+def test_posting_gold_only_adds_gold_pairs(cast: Cast, queue: None) -> None:
     cast.study.gold_share = Decimal("1")
     cast.study.save()
     for prompt in make_prompts(cast.study, 2):
         rank_answers(prompt, {"alpha": 1, "beta": 2, "gamma": 3, "delta": 4})
     form = {"strategy": "", "turns": "all", "seed": 0, "gold": "first_vs_last"}
-    response = client_for(cast.researcher).post(url(cast), form, follow=True)
-    assert "Gold pairs (first_vs_last): 2 created" in response.content.decode()
+    client = client_for(cast.researcher)
+    status = run_generation(client, cast, client.post(url(cast), form))
+    assert "Gold pairs (first_vs_last): 2 created" in status["message"]
     assert Pair.objects.filter(study=cast.study, is_gold=True).count() == 2
 
 

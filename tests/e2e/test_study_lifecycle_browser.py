@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, Page
 
 from annotation.models import Assignment, HumanJudgment, Study, Worker
 from annotation.roles import Role
+from annotation.services.pairs_jobs import pairs_generation_run
 from judges.models import Judge, JudgeCall, JudgeRun
 from tests.browser import chromium
 from tests.conftest import PASSWORD, make_user
@@ -179,6 +180,8 @@ def test_a_researcher_runs_a_whole_paid_study_and_a_judge_from_the_browser(
     page.select_option("#id_gold", "first_vs_last")
     with page.expect_navigation():
         page.click("button:has-text('Generate')")
+    assert pairs_generation_run(study_id=study.pk)  # the queued task, as a worker runs it
+    broker_purge(settings.CELERY_BROKER_URL, "default")
     assert study.pairs.count() == 12 and study.pairs.filter(is_gold=True).exists()
 
     # The checklist asks for a preview; the preview shows an item and counts nothing.
