@@ -84,6 +84,8 @@ def demo_setup() -> DemoSetup:
             "form_acceptability": False,
             "overlap": 3,
             "target_per_worker": 10,
+            # Judges that are reference-guided see the fixture's worked answers for math.
+            "reference_categories": ["math"],
         },
     )
     imported = study_import(study=study, path_or_file=DEMO_FIXTURE)

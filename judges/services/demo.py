@@ -1,6 +1,8 @@
-"""The demo's judges: two baselines that run anywhere, and a GPT-4 judge that needs a key.
+"""The demo's judges: two baselines that run anywhere, and two GPT-4 judges that need a key (a
+pairwise Likert judge, and a single-answer grading judge that reads the reference answers of the
+study's math prompts).
 
-The GPT-4 judge is the demo study's own, so the demo's researcher can paste its key on the
+The GPT-4 judges are the demo study's own, so the demo's researcher can paste its key on the
 judge's page (stored encrypted) without stopping the demo; the baselines are shared.
 
 With the study, a panel of all three (a jury, judges.services.panels; majority of their verdicts)
@@ -34,8 +36,25 @@ DEMO_JUDGES: tuple[dict[str, object], ...] = (
         "requests_per_minute": 60,
         "own": True,
     },
+    {
+        # MT-Bench's single-answer mode: one grade 1-10 per answer, reused across pairs; math
+        # prompts are graded against the fixture's reference answer.
+        "name": "gpt-4 (single grade, reference for math)",
+        "kind": Judge.Kind.LLM,
+        "model_name": "gpt-4",
+        "base_url": "https://api.openai.com/v1",
+        "api_key_env": "OPENAI_API_KEY",
+        "template_name": "grade",
+        "reference_guided": True,
+        "price_input_per_mtok": Decimal("30"),
+        "price_output_per_mtok": Decimal("60"),
+        "requests_per_minute": 60,
+        "own": True,
+    },
 )
 DEMO_PANEL = "jury: random + longer + gpt-4 (majority)"
+# The panel's members: the two baselines and the pairwise GPT-4 judge.
+DEMO_PANEL_MEMBERS = ("baseline: random", "baseline: longer answer", "gpt-4 (H4 Likert)")
 
 
 @transaction.atomic
@@ -59,8 +78,9 @@ def demo_judges_ensure(*, study: Study | None = None) -> list[Judge]:
     if study is not None:
         panel = Judge.objects.filter(name=DEMO_PANEL).first()
         if panel is None:
+            members = [j for j in judges if j.name in DEMO_PANEL_MEMBERS]
             panel = panel_create(
-                name=DEMO_PANEL, study=study, members=judges, rule=Judge.PanelRule.MAJORITY
+                name=DEMO_PANEL, study=study, members=members, rule=Judge.PanelRule.MAJORITY
             )
         judges.append(panel)
     return judges

@@ -73,3 +73,25 @@ def test_the_demo_researcher_gives_the_llm_judge_its_key_on_its_page_without_a_r
     call_command("demo_setup", stdout=io.StringIO())
     again = Judge.objects.get(name="gpt-4 (H4 Likert)")
     assert (again.pk, again.api_key_encrypted) == (judge.pk, judge.api_key_encrypted)
+
+
+@pytest.mark.django_db
+def test_the_demo_has_a_grading_judge_that_reads_references_in_math_only() -> None:
+    from judges.services.demo import DEMO_PANEL, demo_judges_ensure
+
+    setup = demo_setup()
+    assert setup.study.reference_categories == ["math"]
+    math = Prompt.objects.filter(study=setup.study, category="math")
+    assert math.count() == 5
+    assert all(p.reference_turns and len(p.reference_turns) == len(p.turns) for p in math)
+    others = Prompt.objects.filter(study=setup.study).exclude(category="math")
+    assert not any(p.reference_turns for p in others)
+    judges = {j.name: j for j in demo_judges_ensure(study=setup.study)}
+    grader = judges["gpt-4 (single grade, reference for math)"]
+    assert (grader.output_format, grader.study) == ("grade", setup.study)
+    assert "{reference}" in grader.reference_template
+    # The jury keeps its three members; the grader is not one of them.
+    panel = judges[DEMO_PANEL]
+    assert "gpt-4 (single grade, reference for math)" not in {
+        s.member.name for s in panel.panel_members.all()
+    }
