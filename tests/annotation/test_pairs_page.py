@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Pair, System
 from annotation.roles import Role
-from annotation.services.pairs import pairs_generate
+from annotation.services.pairs import PairsGenerationError, pairs_generate
 from annotation.services.pairs_jobs import pairs_generation_run
 from annotation.tasks import pairs_generate_task
 from core.broker import queue_length
@@ -156,6 +156,26 @@ def test_a_failed_generation_is_shown_and_makes_no_pairs(cast: Cast, queue: None
     page = client.get(response["Location"]).content.decode()
     assert "Pairs not generated" in page and 'data-state="done"' in page
     assert not Pair.objects.exists()
+
+
+def test_regular_pairs_made_before_a_failing_gold_step_are_rolled_back(
+    cast: Cast, queue: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_prompts(cast.study, 2)
+    made: list[int] = []
+
+    def gold_fails(**kwargs: Any) -> None:
+        # The regular pairs exist inside the transaction when the gold step fails.
+        made.append(Pair.objects.filter(study=cast.study).count())
+        raise PairsGenerationError("no ranked answers to make gold pairs from")
+
+    monkeypatch.setattr("annotation.services.pairs_jobs.gold_pairs_generate", gold_fails)
+    client = client_for(cast.researcher)
+    form = {"strategy": "all", "turns": "all", "seed": 0, "gold": "first_vs_last"}
+    status = run_generation(client, cast, client.post(url(cast), form))
+    assert made == [12]
+    assert status["ok"] is False and "no ranked answers" in status["message"]
+    assert not Pair.objects.filter(study=cast.study).exists()
 
 
 def test_posting_gold_only_adds_gold_pairs(cast: Cast, queue: None) -> None:
