@@ -93,3 +93,21 @@ def elo_kernel_load(**_: Any) -> None:
     """Each worker process loads the compiled Elo kernel as it starts, so that its first report
     does not pay for it (measured in benchmarks/bench_elo.py --fresh-process)."""
     elo_kernel_warm()
+
+
+@task(
+    name="leaderboard.contrast_set_build",
+    queue=Queue.DEFAULT,
+    soft_time_limit=1200,
+    time_limit=1260,
+)
+def contrast_set_build_task(study_id: int) -> bool:
+    """Build the study's pending contrast set (leaderboard.services.contrast_jobs).
+
+    Limits 1200 s soft, 1260 s hard (CONTRAST_*_TIME_LIMIT): a build from the shell took 129 s,
+    mostly embedding; the store is one transaction, so a stopped build stored nothing and its
+    failure is shown. Imported here, not at the top: the encoder is heavy for other workers.
+    """
+    from leaderboard.services.contrast_jobs import contrast_build_run
+
+    return contrast_build_run(study_id=study_id)

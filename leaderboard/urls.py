@@ -8,6 +8,16 @@ app_name = "leaderboard"
 
 urlpatterns = [
     path(
+        "<slug:slug>/analysis/contrast/",
+        lazy_view("leaderboard.views_contrast.StudyContrastView"),
+        name="study_contrast",
+    ),
+    path(
+        "<slug:slug>/analysis/contrast/build/<str:build_id>.json",
+        lazy_view("leaderboard.views_contrast.StudyContrastStatusView"),
+        name="study_contrast_status",
+    ),
+    path(
         "<slug:slug>/analysis/",
         lazy_view("leaderboard.views.StudyAnalysisView"),
         name="study_analysis",

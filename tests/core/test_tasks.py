@@ -17,6 +17,7 @@ from core.tasks import ConcordTask, SoftTimeLimitExceeded, failure_reason, task
 NAMES = {
     "annotation.assignments_expire",
     "annotation.prolific_bonus_batch_run",
+    "leaderboard.contrast_set_build",  # issue 27 part 4, contrast set off the shell
     "annotation.pairs_generate",  # added since (issue 27, pair generation off the web request)
     "annotation.prolific_connection_test",  # added since (issue 27, the Prolific panel's test)
     "annotation.prolific_bonus_batches_run",
