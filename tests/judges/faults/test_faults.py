@@ -387,6 +387,14 @@ def test_calls_taken_back_from_a_killed_worker_are_sent_again_ahead_of_the_backl
     wait_for(lambda: requests_started(paid_fake) >= 24, 120, suite.logs)
     ready = [worker for worker in suite.alive() if worker.ready()]
     assert len(ready) >= 2
+    # Kill only while every thread of both workers holds a call, so the killed one holds some
+    # (a kill between two calls of a thread-starved worker took back nothing: CI, once).
+    wait_for(
+        lambda: JudgeCall.objects.filter(run=run, status="running").count() >= suite.threads(),
+        60,
+        suite.logs,
+        every=0.05,
+    )
     ready[0].kill()
     killed = time.time()
     never_sent = JudgeCall.objects.filter(run=run, status="pending", attempts=0).count()
