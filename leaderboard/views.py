@@ -26,7 +26,7 @@ from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Pair, Study
 from core.broker import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm, LabelPlanForm, ReportSettingsForm
-from leaderboard.models import ExportJob, ReportSettings
+from leaderboard.models import ExportJob
 from leaderboard.report import label_budget
 from leaderboard.report.document import (
     Report,
@@ -41,7 +41,11 @@ from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
 from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
 from leaderboard.selectors.frames import study_votes_get
 from leaderboard.selectors.ratings import rated_pair_ids
-from leaderboard.selectors.settings import report_baseline_choices, report_params_for
+from leaderboard.selectors.settings import (
+    report_baseline_choices,
+    report_params_for,
+    report_settings_get,
+)
 from leaderboard.selectors.snapshots import study_data_fingerprint
 from leaderboard.services.export_jobs import (
     export_job_file,
@@ -156,7 +160,7 @@ class StudyReportSettingsView(ResearcherRequiredMixin, View):
     def _render(
         self, request: HttpRequest, study: Study, form: ReportSettingsForm, status: int = 200
     ) -> HttpResponse:
-        updated = ReportSettings.objects.filter(study=study).select_related("updated_by").first()
+        updated = report_settings_get(study=study)
         context = {"study": study, "form": form, "updated": updated}
         return render(request, "leaderboard/report_settings.html", context, status=status)
 

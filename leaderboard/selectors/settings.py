@@ -16,6 +16,11 @@ def report_params_for(*, study: Study) -> ReportParams:
     return ReportParams(baseline=found["baseline"], pl_usd_per_1000=float(found["pl_usd_per_1000"]))
 
 
+def report_settings_get(*, study: Study) -> ReportSettings | None:
+    """The study's stored settings row with who changed it last, or None before any change."""
+    return ReportSettings.objects.filter(study=study).select_related("updated_by").first()
+
+
 def report_baseline_choices(*, study: Study) -> list[str]:
     """The names of the study's systems, sorted: what a baseline may be."""
     names = System.objects.filter(study=study).values_list("name", flat=True).distinct()
