@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from leaderboard.stats.replay import (  # noqa: E402
+    Estimator,
+    Policy,
     ReplayCurve,
     ReplayPool,
     replay_curve,
@@ -83,6 +85,15 @@ def mtbench_pool(folder: Path, *, experts_only: bool) -> ReplayPool:
     )
 
 
+CURVES: tuple[tuple[str, Policy, Estimator], ...] = (
+    # (name, order, estimator)
+    ("random", "random", "weighted"),
+    ("active", "active", "weighted"),
+    ("active, post-stratified", "active", "poststratified"),
+    ("neyman, post-stratified", "neyman", "poststratified"),
+)
+
+
 def _mean_curve(curves: list[ReplayCurve]) -> list[tuple[int, float, float, float]]:
     rows = []
     for i, point in enumerate(curves[0].points):
@@ -98,6 +109,36 @@ def _mean_curve(curves: list[ReplayCurve]) -> list[tuple[int, float, float, floa
     return rows
 
 
+def _reached(rows: list[tuple[int, float, float, float]], width: float) -> int | None:
+    """The fewest labels from which on the mean width stays at most ``width``."""
+    return next(
+        (row[0] for k, row in enumerate(rows) if all(later[2] <= width for later in rows[k:])),
+        None,
+    )
+
+
+def no_design_floor(pool: ReplayPool, fraction: float, z: float = 1.959964) -> float:
+    """The narrowest mean 95% width any unbiased design could reach with ``fraction`` of the
+    votes, even one that knew each unit's agreement probability p_u: the whole pool's
+    prompt-bootstrap variance V plus the label noise no design removes,
+    ``V + (1 / f - 1) E[p (1 - p)] / N`` (Poisson sampling at rate f; Neyman's allocation gains
+    nothing when every vote's noise is the same, and little here). ``E[p (1 - p)] = E[p] -
+    E[p^2]``, with ``E[p^2]`` the rate at which two votes on the same unit both agree with the
+    judge (units with two votes or more)."""
+    frame = pool.frame
+    agree = (frame["label"] == frame["judge_label"]).astype(float)
+    n, mean = len(frame), float(agree.mean())
+    per_prompt = agree.groupby(frame["prompt"]).agg(["sum", "size"])
+    variance = float(((per_prompt["sum"] - mean * per_prompt["size"]) ** 2).sum()) / n**2
+    units = agree.groupby(frame["unit"]).agg(["sum", "size"])
+    units = units[units["size"] >= 2]
+    both = float(
+        (units["sum"] * (units["sum"] - 1) / (units["size"] - 1)).sum() / units["size"].sum()
+    )
+    noise = mean - both
+    return float(2 * z * np.sqrt(variance + (1 / fraction - 1) * noise / n))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="replays per order (default 3)")
@@ -110,14 +151,16 @@ def main() -> int:
     pool = mtbench_pool(mtbench_dir(), experts_only=args.experts)
     n = len(pool)
     sizes = [max(1, round(n * f)) for f in FRACTIONS]
-    curves: dict[str, list[ReplayCurve]] = {"random": [], "active": []}
+    curves: dict[str, list[ReplayCurve]] = {name: [] for name, _, _ in CURVES}
     began = time.perf_counter()
     for seed in range(args.seeds):
-        for policy in ("random", "active"):
-            order, propensity = replay_order(
-                pool, policy=policy, seed=seed, random_share=args.random_share
-            )
-            curves[policy].append(
+        orders = {
+            policy: replay_order(pool, policy=policy, seed=seed, random_share=args.random_share)
+            for policy in ("random", "active", "neyman")
+        }
+        for name, policy, estimator in CURVES:
+            order, propensity = orders[policy]
+            curves[name].append(
                 replay_curve(
                     pool,
                     order,
@@ -126,27 +169,33 @@ def main() -> int:
                     seed=seed,
                     sizes=sizes,
                     rounds=args.rounds,
+                    estimator=estimator,
                 )  # fmt: skip
             )
     print(f"MT-Bench replay: {n} human votes, {args.seeds} seeds per order, "
           f"random share {args.random_share:.0%}, {time.perf_counter() - began:.1f} s")  # fmt: skip
-    means = {policy: _mean_curve(c) for policy, c in curves.items()}
-    print(f"{'labels':>7} {'share':>6} | {'random: agreement':>18} {'width':>7} {'tau':>6} | "
-          f"{'active: agreement':>18} {'width':>7} {'tau':>6}")  # fmt: skip
-    for r, a in zip(means["random"], means["active"], strict=True):
-        print(f"{r[0]:>7} {r[0] / n:>6.0%} | {r[1]:>18.4f} {r[2]:>7.4f} {r[3]:>6.3f} | "
-              f"{a[1]:>18.4f} {a[2]:>7.4f} {a[3]:>6.3f}")  # fmt: skip
+    means = {name: _mean_curve(c) for name, c in curves.items()}
+    print("width of the 95% interval of GPT-4's agreement with people (mean over seeds)")
+    print(f"{'labels':>7} {'share':>6} | " + " | ".join(f"{name:>23}" for name in means))
+    for k, row in enumerate(means["random"]):
+        widths = " | ".join(f"{means[name][k][2]:>23.4f}" for name in means)
+        print(f"{row[0]:>7} {row[0] / n:>6.0%} | {widths}")
+    print("agreement estimate and Kendall tau of the people's leaderboard against the full one")
+    print(f"{'labels':>7} | {'random: agreement':>18} {'tau':>6} | "
+          f"{'active: agreement':>18} {'post-strat.':>11} {'tau':>6}")  # fmt: skip
+    for r, a, p in zip(
+        means["random"], means["active"], means["active, post-stratified"], strict=True
+    ):
+        print(f"{r[0]:>7} | {r[1]:>18.4f} {r[3]:>6.3f} | {a[1]:>18.4f} {p[1]:>11.4f} {a[3]:>6.3f}")
     final = means["random"][-1][2]
-    reached = next(
-        (
-            row[0]
-            for k, row in enumerate(means["active"])
-            if all(later[2] <= final for later in means["active"][k:])
-        ),
-        None,
-    )
-    share = "never" if reached is None else f"{reached} labels ({reached / n:.0%})"
-    print(f"random order's final width {final:.4f}; the active order stays within it from: {share}")
+    print(f"random order's final width {final:.4f}; each curve stays within it from:")
+    for name, rows in means.items():
+        reached = _reached(rows, final)
+        at = next(row[2] for row in rows if row[0] == round(n * 0.6))
+        share = "never" if reached is None else f"{reached} labels ({reached / n:.0%})"
+        print(f"  {name:>23}: {share}; width at 60% of the labels {at:.4f}")
+    print(f"no design's floor at 60% of the labels (see no_design_floor): "
+          f"{no_design_floor(pool, 0.6):.4f}")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(means, indent=1))
     return 0

@@ -26,7 +26,12 @@ from leaderboard.report.base import (
     from_json,
     to_json,
 )
-from leaderboard.stats.active import hajek_agreement
+from leaderboard.stats.active import (
+    agreement_strata,
+    disagreement_share,
+    hajek_agreement,
+    poststratified_agreement,
+)
 from leaderboard.stats.agreement import (
     Level,
     cohen_kappa,
@@ -185,8 +190,10 @@ class VsHuman:
     majority: TieCounts | None
     cohen_kappa_vs_majority: Kappa
     weighted_kappa_likert: WeightedKappa
-    # Active studies only (Study.selection): the propensity-weighted agreement.
+    # Active studies only (Study.selection): the propensity-weighted agreement, and the same
+    # votes post-stratified by the judges' agreement strata (schema 18).
     weighted: WeightedAgreement | None = None
+    poststratified: WeightedAgreement | None = None
 
 
 @dataclass(frozen=True)
@@ -432,21 +439,27 @@ def _weighted(
     regular_pairs: int,
     gold_pairs: npt.NDArray[Any],
     params: ReportParams,
-) -> WeightedAgreement | None:
-    """The Hajek-weighted agreement of a judge with people: each human vote on a pair the judge
-    voted on agrees by the share of the judge's votes there that name the person's label (so
-    ``sum agree`` over the votes is the vote-level count of agreeing vote pairs per judge vote),
-    weighted by 1 / its propensity; a vote without a recorded one by 1 / k (a uniform draw).
-    Gold pairs are left out: the active draw never takes them."""
+    every_judge: pd.DataFrame,
+) -> tuple[WeightedAgreement | None, WeightedAgreement | None]:
+    """The Hajek-weighted agreement of a judge with people, and the same votes post-stratified.
+
+    Each human vote on a pair the judge voted on agrees by the share of the judge's votes there
+    that name the person's label (so ``sum agree`` over the votes is the vote-level count of
+    agreeing vote pairs per judge vote), weighted by 1 / its propensity; a vote without a
+    recorded one by 1 / k (a uniform draw). Gold pairs are left out: the active draw never takes
+    them. The post-stratified estimate (leaderboard.stats.active.poststratified_agreement) puts
+    every regular pair the judge voted on into its stratum (agreement_strata: the judge's verdict
+    a tie or not, and ``every_judge``'s calls on the pair disputed or not) and weighs each
+    stratum's Hajek mean by its share of those pairs."""
     if not len(propensities) or not len(judge) or not len(human) or regular_pairs < 1:
-        return None
+        return None, None
     judge = judge[judge["label"].notna() & ~judge["pair_id"].isin(gold_pairs)]
     if not len(judge):
-        return None
+        return None, None
     shares = pd.crosstab(judge["pair_id"], judge["label"].astype(str), normalize="index")
     mine = human[human["pair_id"].isin(shares.index)]
     if not len(mine):
-        return None
+        return None, None
     labels = mine["label"].astype(str).to_numpy()
     rows = shares.index.get_indexer(mine["pair_id"].to_numpy())
     columns = shares.columns.get_indexer(labels)
@@ -459,18 +472,42 @@ def _weighted(
     known = int(q.notna().sum())
     q = q.fillna(1.0 / regular_pairs).clip(upper=1.0).to_numpy(dtype=np.float64)
     prompts = prompt_of.reindex(mine["pair_id"]).to_numpy()
-    result = hajek_agreement(
-        agree, q, prompts, rounds=params.ci_rounds, confidence=params.confidence, seed=params.seed
+    rounds, confidence, seed = params.ci_rounds, params.confidence, params.seed
+    hajek = hajek_agreement(agree, q, prompts, rounds=rounds, confidence=confidence, seed=seed)
+    calls = every_judge[every_judge["label"].notna()]
+    calls = calls[calls["pair_id"].isin(shares.index)]
+    counts = pd.crosstab(calls["pair_id"], calls["label"].astype(str))
+    counts = counts.reindex(shares.index).fillna(0.0)
+    tie = shares["tie"].to_numpy() >= 0.5 if "tie" in shares.columns else np.zeros(len(shares))
+    disputed = disagreement_share(counts.to_numpy()) if counts.shape[1] >= 2 else np.zeros(len(tie))
+    strata = agreement_strata(tie, disputed)
+    post = poststratified_agreement(
+        agree,
+        1.0 / q,
+        prompts,
+        strata[rows],
+        pool_clusters=prompt_of.reindex(shares.index).to_numpy(),
+        pool_strata=strata,
+        rounds=rounds,
+        confidence=confidence,
+        seed=seed,
     )
+    return _result(hajek, len(mine), known, "hajek"), _result(
+        post, len(mine), known, "poststratified"
+    )
+
+
+def _result(result: BootstrapInterval, votes: int, known: int, method: str) -> WeightedAgreement:
     return WeightedAgreement(
         result.estimate,
         result.lower,
         result.upper,
         result.confidence,
         result.rounds,
-        len(mine),
+        votes,
         known,
         result.clusters,
+        method,
     )
 
 
@@ -498,11 +535,22 @@ def agreement_compute(data: ReportData) -> AgreementResult:
     regular_pairs = int((~gold).sum())
     gold_pairs = votes.pairs.loc[gold, "pair_id"].to_numpy()
     judges = {}
+    every_judge = pd.concat(
+        [data.frames[source.name][["pair_id", "label"]] for source in votes.sources]
+        or [pd.DataFrame({"pair_id": [], "label": []})]
+    )
     for source in votes.sources:
         mine = data.frames[source.name]
         s1, s2, ci = _with_ci(mine, human, params, prompt_of)
-        weighted = _weighted(
-            mine, human, data.extras.propensities, prompt_of, regular_pairs, gold_pairs, params
+        weighted, poststratified = _weighted(
+            mine,
+            human,
+            data.extras.propensities,
+            prompt_of,
+            regular_pairs,
+            gold_pairs,
+            params,
+            every_judge,
         )
         cohen, weighted_kappa = _kappas(mine, human, data.majority)
         judges[source.name] = JudgeAgreement(
@@ -521,6 +569,7 @@ def agreement_compute(data: ReportData) -> AgreementResult:
                 cohen,
                 weighted_kappa,
                 weighted,
+                poststratified,
             ),
         )
     pairs = []
@@ -714,6 +763,20 @@ class AgreementSection(Section[AgreementResult]):
                         vs.weighted.upper,
                         f"{vs.weighted.votes} human votes, {vs.weighted.recorded} with a "
                         f"recorded propensity; bootstrap over {vs.weighted.prompts} prompts",
+                    )
+                )
+            if vs.poststratified is not None:
+                post = vs.poststratified
+                reliability.append(
+                    (
+                        f"{name} vs human",
+                        "agreement with ties, post-stratified by the judges' verdicts "
+                        "(Hajek within strata; active selection)",
+                        post.estimate,
+                        post.lower,
+                        post.upper,
+                        f"{post.votes} human votes in 4 strata (judge tie or not, judges "
+                        f"disputed or not); bootstrap over {post.prompts} prompts",
                     )
                 )
         ci = people.ci

@@ -29,18 +29,21 @@ import pandas as pd
 from leaderboard.stats.active import (
     DEFAULT_RANDOM_SHARE,
     PriorityWeights,
+    agreement_strata,
     category_under_coverage,
     disagreement_share,
     interval_overlap,
     lure_weights,
     pair_priority,
+    poststratified_agreement,
     selection_probabilities,
     weighted_agreement,
 )
 from leaderboard.stats.ranking import rank_correlation
 from leaderboard.stats.ratings import bradley_terry
 
-Policy = Literal["random", "active"]
+Policy = Literal["random", "active", "neyman"]
+Estimator = Literal["weighted", "poststratified"]
 # The labels' codes: the first system better, a tie, the second system better.
 LABELS = ("A", "tie", "B")
 _WINNER = {"A": "model_a", "tie": "tie", "B": "model_b"}
@@ -115,6 +118,7 @@ class _Coded:
     agree: npt.NDArray[np.float64]
     judge_disagreement: npt.NDArray[np.float64]
     prompt: npt.NDArray[np.intp]
+    stratum: npt.NDArray[np.intp]
 
 
 def _code(pool: ReplayPool) -> _Coded:
@@ -136,6 +140,9 @@ def _code(pool: ReplayPool) -> _Coded:
         agree=(f["label"].to_numpy() == f["judge_label"].to_numpy()).astype(np.float64),
         judge_disagreement=f["judge_disagreement"].to_numpy(dtype=np.float64),
         prompt=pd.factorize(f["prompt"])[0].astype(np.intp),
+        stratum=agreement_strata(
+            f["judge_label"].to_numpy() == "tie", f["judge_disagreement"].to_numpy()
+        ),
     )
 
 
@@ -184,6 +191,23 @@ def _priority(
     return pair_priority(unit_terms, weights)[coded.unit]
 
 
+def _neyman_priority(coded: _Coded, revealed: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+    """Each label's Neyman priority: the standard deviation ``sqrt(p_h (1 - p_h))`` of the
+    agreement in its stratum (:func:`~leaderboard.stats.active.agreement_strata`), with ``p_h =
+    (agreeing + 1) / (revealed + 2)`` over the stratum's labels revealed so far (1/2 before any).
+
+    Drawing in proportion to it is Neyman's allocation (J. Neyman (1934), "On the two different
+    aspects of the representative method", JRSS 97:558-625; Cochran (1977), "Sampling
+    Techniques", section 5.5): labels per stratum in proportion to its size times its standard
+    deviation, which minimises the variance of the (post-)stratified mean for a given number of
+    labels."""
+    strata = int(coded.stratum.max()) + 1
+    seen = coded.stratum[revealed]
+    agreeing = np.bincount(seen, weights=coded.agree[revealed], minlength=strata)
+    p = (agreeing + 1.0) / (np.bincount(seen, minlength=strata) + 2.0)
+    return np.sqrt(p * (1.0 - p))[coded.stratum]
+
+
 def replay_order(
     pool: ReplayPool,
     *,
@@ -198,7 +222,8 @@ def replay_order(
 
     ``random``: a uniformly random permutation (propensity ``1 / (N - m + 1)`` at draw m).
     ``active``: draws from :func:`selection_probabilities` of the priorities, recomputed every
-    ``refresh`` labels; within a batch each draw is made among the labels still open with the
+    ``refresh`` labels; ``neyman``: the same draw with :func:`_neyman_priority` in place of the
+    priority; within a batch each draw is made among the labels still open with the
     batch's priorities; the systems' intervals behind the overlap term are Bradley-Terry
     bootstrap percentiles of ``overlap_rounds`` rounds over the labels revealed so far.
     ``rng = numpy.random.default_rng(seed)`` makes every choice.
@@ -209,8 +234,8 @@ def replay_order(
     rng = np.random.default_rng(seed)
     if policy == "random":
         return rng.permutation(n).astype(np.intp), 1.0 / (n - np.arange(n, dtype=np.float64))
-    if policy != "active":
-        raise ValueError("policy must be 'random' or 'active'")
+    if policy not in ("active", "neyman"):
+        raise ValueError("policy must be 'random', 'active' or 'neyman'")
     coded = _code(pool)
     chosen = weights or PriorityWeights()
     open_ = np.ones(n, dtype=bool)
@@ -218,13 +243,15 @@ def replay_order(
     propensity = np.empty(n)
     priority = np.zeros(n)
     for m in range(n):
-        if m % refresh == 0:
+        if m % refresh == 0 and policy == "active":
             priority = _priority(pool, coded, order[:m], chosen, seed + m, overlap_rounds)
+        elif m % refresh == 0:
+            priority = _neyman_priority(coded, order[:m])
         candidates = np.flatnonzero(open_)
         q = selection_probabilities(priority[candidates], random_share=random_share)
         j = int(rng.choice(candidates.size, p=q))
         order[m] = candidates[j]
-        propensity[m] = q[j]
+        propensity[m] = min(float(q[j]), 1.0)  # the last open label: 1 up to rounding
         open_[candidates[j]] = False
     return order, propensity
 
@@ -239,9 +266,15 @@ def replay_curve(
     sizes: Sequence[int],
     rounds: int = 1000,
     confidence: float = 0.95,
+    estimator: Estimator = "weighted",
 ) -> ReplayCurve:
     """Return the agreement, its interval over prompts and the leaderboard's Kendall tau against
-    the whole pool's after each number of labels in ``sizes`` (see the module docstring)."""
+    the whole pool's after each number of labels in ``sizes`` (see the module docstring).
+
+    ``estimator``: ``weighted``, the LURE mean (:func:`~leaderboard.stats.active.
+    weighted_agreement`); ``poststratified``, the LURE-weighted post-stratified mean over the
+    judges' agreement strata of the whole pool (:func:`~leaderboard.stats.active.
+    poststratified_agreement`); for the random order the weights are 1 either way."""
     coded = _code(pool)
     n = len(pool)
     full = bradley_terry(_battles(pool, np.arange(n))).set_index("model")["rating"]
@@ -251,14 +284,27 @@ def replay_curve(
             raise ValueError(f"a replay size must lie in 1..{n}, not {size}")
         rows = order[:size]
         weights = lure_weights(propensity[:size], n)
-        interval = weighted_agreement(
-            coded.agree[rows],
-            weights,
-            coded.prompt[rows],
-            rounds=rounds,
-            confidence=confidence,
-            seed=seed,
-        )
+        if estimator == "poststratified":
+            interval = poststratified_agreement(
+                coded.agree[rows],
+                weights,
+                coded.prompt[rows],
+                coded.stratum[rows],
+                pool_clusters=coded.prompt,
+                pool_strata=coded.stratum,
+                rounds=rounds,
+                confidence=confidence,
+                seed=seed,
+            )
+        else:
+            interval = weighted_agreement(
+                coded.agree[rows],
+                weights,
+                coded.prompt[rows],
+                rounds=rounds,
+                confidence=confidence,
+                seed=seed,
+            )
         board = bradley_terry(_battles(pool, rows)).set_index("model")["rating"]
         tau = rank_correlation(full, board).kendall.estimate
         points.append(

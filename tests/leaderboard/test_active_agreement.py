@@ -78,3 +78,39 @@ def test_a_uniform_studys_report_has_no_weighted_agreement(cast: Cast) -> None:
     payload = agreement_report_build(study=cast.study, params=FAST)
     (judge,) = payload["judges"].values()
     assert judge["vs_human"]["weighted"] is None
+    assert judge["vs_human"]["poststratified"] is None
+
+
+def test_an_active_studys_agreement_is_post_stratified_by_the_judges_verdicts(cast: Cast) -> None:
+    pairs = judged_study(cast.study, "active")
+    # A second judge says B on the second pair only: the judges now dispute that pair.
+    other = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="one-B", kind=Judge.Kind.LLM),
+        study=cast.study,
+        status=JudgeRun.Status.DONE,
+    )
+    JudgeCall.objects.create(run=other, pair=pairs[1], order="ab", status="done", preference="B")
+    payload = agreement_report_build(study=cast.study, params=FAST)
+    judges = {j["judge"]: j["vs_human"] for j in payload["judges"].values()}
+    post = judges["all-A"]["poststratified"]
+    # Undisputed, decisive: pairs 1, 3 and 4 (3 of the 4 pairs), votes A (1/0.5), A (1/0.2) and
+    # B (unrecorded, 1/4): 7 / 11. Disputed: pair 2, its one vote B disagrees: 0. So 3/4 * 7/11,
+    # where the Hajek mean over the votes (7 / 21) leaves the strata's shares to the weights.
+    assert post["estimate"] == pytest.approx(3 / 4 * 7 / 11)
+    assert judges["all-A"]["weighted"]["estimate"] == pytest.approx(7 / 21)
+    assert (post["method"], post["votes"], post["recorded"], post["prompts"]) == (
+        "poststratified",
+        4,
+        3,
+        4,
+    )
+    assert 0 <= post["lower"] <= post["estimate"] <= post["upper"] <= 1
+    # The second judge voted on the disputed pair only, whose one vote agrees with it.
+    assert judges["one-B"]["poststratified"]["estimate"] == pytest.approx(1.0)
+    section = next(s for s in SECTIONS if s.key == "agreement")
+    tables = section.tables(
+        section.load(payload),
+        RenderContext(sources=("human", "all-A", "one-B"), definition=section.definition),
+    )
+    rows = [row for table in tables for row in table.rows]
+    assert any("post-stratified by the judges' verdicts" in str(row[1]) for row in rows)
