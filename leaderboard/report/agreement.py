@@ -194,6 +194,9 @@ class VsHuman:
     # votes post-stratified by the judges' agreement strata (schema 18).
     weighted: WeightedAgreement | None = None
     poststratified: WeightedAgreement | None = None
+    # The same two without ties (schema 19).
+    weighted_without_ties: WeightedAgreement | None = None
+    poststratified_without_ties: WeightedAgreement | None = None
 
 
 @dataclass(frozen=True)
@@ -440,8 +443,9 @@ def _weighted(
     gold_pairs: npt.NDArray[Any],
     params: ReportParams,
     every_judge: pd.DataFrame,
-) -> tuple[WeightedAgreement | None, WeightedAgreement | None]:
-    """The Hajek-weighted agreement of a judge with people, and the same votes post-stratified.
+) -> dict[str, WeightedAgreement | None]:
+    """The Hajek-weighted agreement of a judge with people, and the same votes post-stratified,
+    with ties and without (VsHuman's fields of those names; empty for a uniform study).
 
     Each human vote on a pair the judge voted on agrees by the share of the judge's votes there
     that name the person's label (so ``sum agree`` over the votes is the vote-level count of
@@ -450,16 +454,18 @@ def _weighted(
     them. The post-stratified estimate (leaderboard.stats.active.poststratified_agreement) puts
     every regular pair the judge voted on into its stratum (agreement_strata: the judge's verdict
     a tie or not, and ``every_judge``'s calls on the pair disputed or not) and weighs each
-    stratum's Hajek mean by its share of those pairs."""
+    stratum's Hajek mean by its share of those pairs. Without ties (the paper's S2), a person's
+    side is compared with the judge's votes on the pair that name a side, the same estimators
+    taking the ratio of agreeing comparisons to comparisons made."""
     if not len(propensities) or not len(judge) or not len(human) or regular_pairs < 1:
-        return None, None
+        return {}
     judge = judge[judge["label"].notna() & ~judge["pair_id"].isin(gold_pairs)]
     if not len(judge):
-        return None, None
+        return {}
     shares = pd.crosstab(judge["pair_id"], judge["label"].astype(str), normalize="index")
     mine = human[human["pair_id"].isin(shares.index)]
     if not len(mine):
-        return None, None
+        return {}
     labels = mine["label"].astype(str).to_numpy()
     rows = shares.index.get_indexer(mine["pair_id"].to_numpy())
     columns = shares.columns.get_indexer(labels)
@@ -469,31 +475,69 @@ def _weighted(
     recorded = propensities.drop_duplicates(["pair_id", "rater"]).set_index(["pair_id", "rater"])
     keys = pd.MultiIndex.from_arrays([mine["pair_id"].to_numpy(), mine["rater"].astype(str)])
     q = pd.Series(recorded["propensity"].reindex(keys).to_numpy(), index=mine.index)
-    known = int(q.notna().sum())
+    recorded_q = q.notna().to_numpy()
     q = q.fillna(1.0 / regular_pairs).clip(upper=1.0).to_numpy(dtype=np.float64)
     prompts = prompt_of.reindex(mine["pair_id"]).to_numpy()
-    rounds, confidence, seed = params.ci_rounds, params.confidence, params.seed
-    hajek = hajek_agreement(agree, q, prompts, rounds=rounds, confidence=confidence, seed=seed)
     calls = every_judge[every_judge["label"].notna()]
     calls = calls[calls["pair_id"].isin(shares.index)]
     counts = pd.crosstab(calls["pair_id"], calls["label"].astype(str))
     counts = counts.reindex(shares.index).fillna(0.0)
-    tie = shares["tie"].to_numpy() >= 0.5 if "tie" in shares.columns else np.zeros(len(shares))
-    disputed = disagreement_share(counts.to_numpy()) if counts.shape[1] >= 2 else np.zeros(len(tie))
-    strata = agreement_strata(tie, disputed)
-    post = poststratified_agreement(
-        agree,
-        1.0 / q,
-        prompts,
-        strata[rows],
-        pool_clusters=prompt_of.reindex(shares.index).to_numpy(),
-        pool_strata=strata,
-        rounds=rounds,
-        confidence=confidence,
-        seed=seed,
+    tie_share = shares["tie"].to_numpy() if "tie" in shares.columns else np.zeros(len(shares))
+    disputed = (
+        disagreement_share(counts.to_numpy()) if counts.shape[1] >= 2 else np.zeros(len(shares))
     )
-    return _result(hajek, len(mine), known, "hajek"), _result(
-        post, len(mine), known, "poststratified"
+    strata = agreement_strata(tie_share >= 0.5, disputed)
+    # Without ties: a person's tie makes no comparison; a side is compared with the judge's
+    # votes on the pair that are not a tie (d), and agrees with those naming that side.
+    sided = labels != "tie"
+    compared = np.where(sided, 1.0 - tie_share[rows], 0.0)
+    rates: dict[str, WeightedAgreement | None] = {}
+    for suffix, a, d, counted in (
+        ("", agree, None, np.ones(len(mine), dtype=bool)),
+        ("_without_ties", np.where(sided, agree, 0.0), compared, compared > 0),
+    ):
+        votes, known = int(counted.sum()), int(recorded_q[counted].sum())
+        if not votes:  # without ties, every vote or every judge vote may be a tie
+            rates[f"weighted{suffix}"] = rates[f"poststratified{suffix}"] = None
+            continue
+        rounds, confidence, seed = params.ci_rounds, params.confidence, params.seed
+        hajek = hajek_agreement(
+            a, q, prompts, compared=d, rounds=rounds, confidence=confidence, seed=seed
+        )
+        post = poststratified_agreement(
+            a,
+            1.0 / q,
+            prompts,
+            strata[rows],
+            pool_clusters=prompt_of.reindex(shares.index).to_numpy(),
+            pool_strata=strata,
+            compared=d,
+            rounds=rounds,
+            confidence=confidence,
+            seed=seed,
+        )
+        rates[f"weighted{suffix}"] = _result(hajek, votes, known, "hajek")
+        rates[f"poststratified{suffix}"] = _result(post, votes, known, "poststratified")
+    return rates
+
+
+def _weighted_row(
+    name: str, ties: str, rate: WeightedAgreement
+) -> tuple[str, str, float, float, float, str]:
+    """A reliability-table row of an active study's weighted agreement."""
+    if rate.method == "poststratified":
+        what = "post-stratified by the judges' verdicts (Hajek within strata; active selection)"
+        how = f"{rate.votes} human votes in 4 strata (judge tie or not, judges disputed or not)"
+    else:
+        what = "propensity-weighted (Hajek; active selection)"
+        how = f"{rate.votes} human votes, {rate.recorded} with a recorded propensity"
+    return (
+        f"{name} vs human",
+        f"agreement {ties}, {what}",
+        rate.estimate,
+        rate.lower,
+        rate.upper,
+        f"{how}; bootstrap over {rate.prompts} prompts",
     )
 
 
@@ -535,14 +579,18 @@ def agreement_compute(data: ReportData) -> AgreementResult:
     regular_pairs = int((~gold).sum())
     gold_pairs = votes.pairs.loc[gold, "pair_id"].to_numpy()
     judges = {}
+    # Every judge's calls, each order on its own, and their combined votes (an imported run may
+    # have only these): a pair is disputed when any of them differ.
     every_judge = pd.concat(
-        [data.frames[source.name][["pair_id", "label"]] for source in votes.sources]
-        or [pd.DataFrame({"pair_id": [], "label": []})]
+        [
+            votes.calls[["pair_id", "label"]],
+            *(data.frames[source.name][["pair_id", "label"]] for source in votes.sources),
+        ]
     )
     for source in votes.sources:
         mine = data.frames[source.name]
         s1, s2, ci = _with_ci(mine, human, params, prompt_of)
-        weighted, poststratified = _weighted(
+        rates = _weighted(
             mine,
             human,
             data.extras.propensities,
@@ -568,8 +616,7 @@ def agreement_compute(data: ReportData) -> AgreementResult:
                 _tie_counts(mine, human, "majority") if len(mine) else None,
                 cohen,
                 weighted_kappa,
-                weighted,
-                poststratified,
+                **rates,
             ),
         )
     pairs = []
@@ -753,32 +800,13 @@ class AgreementSection(Section[AgreementResult]):
                     f"{vs.weighted_kappa_likert.pairs} vote pairs",
                 )
             )
-            if vs.weighted is not None:
-                reliability.append(
-                    (
-                        f"{name} vs human",
-                        "agreement with ties, propensity-weighted (Hajek; active selection)",
-                        vs.weighted.estimate,
-                        vs.weighted.lower,
-                        vs.weighted.upper,
-                        f"{vs.weighted.votes} human votes, {vs.weighted.recorded} with a "
-                        f"recorded propensity; bootstrap over {vs.weighted.prompts} prompts",
-                    )
-                )
-            if vs.poststratified is not None:
-                post = vs.poststratified
-                reliability.append(
-                    (
-                        f"{name} vs human",
-                        "agreement with ties, post-stratified by the judges' verdicts "
-                        "(Hajek within strata; active selection)",
-                        post.estimate,
-                        post.lower,
-                        post.upper,
-                        f"{post.votes} human votes in 4 strata (judge tie or not, judges "
-                        f"disputed or not); bootstrap over {post.prompts} prompts",
-                    )
-                )
+            for kind, rates in (
+                ("with ties", (vs.weighted, vs.poststratified)),
+                ("without ties", (vs.weighted_without_ties, vs.poststratified_without_ties)),
+            ):
+                for rate in rates:
+                    if rate is not None:
+                        reliability.append(_weighted_row(name, kind, rate))
         ci = people.ci
         unit = f"{ci.prompts} prompts" if ci.resample == "prompt" else f"{ci.units} units"
         agreement = Table(

@@ -32,7 +32,7 @@ from leaderboard.report.base import (
 from leaderboard.report.registry import SECTIONS
 
 R = TypeVar("R")
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 
 class ReportPayloadError(ApplicationError, ValueError):

@@ -259,6 +259,7 @@ def hajek_agreement(
     propensity: npt.ArrayLike,
     clusters: npt.ArrayLike,
     *,
+    compared: npt.ArrayLike | None = None,
     rounds: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -278,21 +279,29 @@ def hajek_agreement(
     (each pair counted once) whatever positive proposal made the draws, and with equal
     propensities the plain agreement rate.
 
+    ``compared``: how far each label enters the comparison at all, ``d_m`` in [0, 1] (1 when
+    omitted), for a rate among some comparisons only: without ties, ``d_m`` is the share of the
+    judge's votes on the pair that are not a tie (0 for a person's tie) and ``a_m`` the share
+    that names the person's side, and the estimate ``sum a / q / sum d / q`` is the Hajek ratio
+    of two pool totals, agreeing comparisons over comparisons made (Sarndal et al. 1992,
+    section 5.6).
+
     Each bootstrap round draws the C clusters with replacement (Efron & Tibshirani 1993, section
-    8.5) and takes the ratio of the drawn clusters' sums of ``a / q`` and of ``1 / q``.
+    8.5) and takes the ratio of the drawn clusters' sums of ``a / q`` and of ``d / q``.
     """
     a = np.asarray(agree, dtype=np.float64)
     q = np.asarray(propensity, dtype=np.float64)
+    d = np.ones(a.shape) if compared is None else np.asarray(compared, dtype=np.float64)
     codes, _ = _codes(np.asarray(clusters))
-    if not a.shape == q.shape == codes.shape or a.ndim != 1:
-        raise ValueError("agree, propensity and clusters need one entry per label")
+    if not a.shape == q.shape == d.shape == codes.shape or a.ndim != 1:
+        raise ValueError("agree, propensity, compared and clusters need one entry per label")
     if ((q <= 0) | (q > 1) | np.isnan(q)).any():
         raise ValueError("each propensity must lie in (0, 1]")
-    if a.size == 0:
+    if a.size == 0 or not (d > 0).any():
         nan = math.nan
         return BootstrapInterval(nan, nan, nan, confidence, rounds, seed, 0)
     w = 1.0 / q
-    return _cluster_ratio(w * a, w, codes, rounds, confidence, seed)
+    return _cluster_ratio(w * a, w * d, codes, rounds, confidence, seed)
 
 
 def agreement_strata(judge_tie: npt.ArrayLike, judge_disagreement: npt.ArrayLike) -> IntArray:
@@ -323,6 +332,7 @@ def poststratified_agreement(
     *,
     pool_clusters: npt.ArrayLike,
     pool_strata: npt.ArrayLike,
+    compared: npt.ArrayLike | None = None,
     rounds: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -351,23 +361,32 @@ def poststratified_agreement(
     draw that favours some strata (judges disagreeing) no longer moves the stratum shares. With
     one stratum it is the weighted (Hajek) mean.
 
+    ``compared`` (``d_m`` in [0, 1], 1 when omitted, as in :func:`hajek_agreement`) makes it a
+    rate among the comparisons made, such as agreement without ties: the post-stratified ratio
+    ``sum_h K_h abar_h / sum_h K_h dbar_h``, with ``abar_h`` and ``dbar_h`` the strata's Hajek
+    means of ``a`` and of ``d`` (a stratum without labels takes the means of all labels);
+    with ``d = 1`` it is the formula above.
+
     Each bootstrap round draws the pool's C clusters with replacement (Efron & Tibshirani 1993,
     section 8.5), clusters without labels included, and recomputes ``K_h``, the strata's ratios
     and the estimate from the clusters drawn.
     """
     a = np.asarray(agree, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
+    d = np.ones(a.shape) if compared is None else np.asarray(compared, dtype=np.float64)
     label_clusters = np.asarray(clusters)
     label_strata = np.asarray(strata)
     item_clusters = np.asarray(pool_clusters)
     item_strata = np.asarray(pool_strata)
-    if not a.shape == w.shape == label_clusters.shape == label_strata.shape or a.ndim != 1:
-        raise ValueError("agree, weights, clusters and strata need one entry per label")
+    if not a.shape == w.shape == d.shape == label_clusters.shape == label_strata.shape:
+        raise ValueError("agree, weights, compared, clusters and strata need one entry per label")
+    if a.ndim != 1:
+        raise ValueError("agree must be 1-D, one entry per label")
     if item_clusters.shape != item_strata.shape or item_clusters.ndim != 1:
         raise ValueError("pool_clusters and pool_strata need one entry per pool item")
     if ((w < 0) | np.isnan(w)).any():
         raise ValueError("weights must be non-negative")
-    if a.size == 0 or w.sum() == 0:
+    if a.size == 0 or (w * d).sum() == 0:
         nan = math.nan
         return BootstrapInterval(nan, nan, nan, confidence, rounds, seed, 0)
     cluster_codes, cluster_values = _codes(np.concatenate([item_clusters, label_clusters]))
@@ -378,11 +397,12 @@ def poststratified_agreement(
     items = item_clusters.size
     pool_cell = cluster_codes[:items] * h + stratum_codes[:items]
     label_cell = cluster_codes[items:] * h + stratum_codes[items:]
-    # One row per cluster: K_ch, sum w a and sum w per stratum, side by side.
+    # One row per cluster: K_ch, sum w a, sum w d and sum w per stratum, side by side.
     rows = np.column_stack(
         [
             np.bincount(pool_cell, minlength=c * h).reshape(c, h),
             np.bincount(label_cell, w * a, minlength=c * h).reshape(c, h),
+            np.bincount(label_cell, w * d, minlength=c * h).reshape(c, h),
             np.bincount(label_cell, w, minlength=c * h).reshape(c, h),
         ]
     )
@@ -392,13 +412,15 @@ def poststratified_agreement(
 
 
 def _poststratified(sums: FloatArray, strata: int) -> FloatArray:
-    """The post-stratified estimate of each row of column sums ``[K_h..., sum w a..., sum w...]``
-    (see :func:`poststratified_agreement`)."""
-    k, numerator, denominator = (sums[:, i * strata : (i + 1) * strata] for i in range(3))
+    """The post-stratified estimate of each row of column sums ``[K_h..., sum w a...,
+    sum w d..., sum w...]`` (see :func:`poststratified_agreement`)."""
+    k, agreeing, compared, weight = (sums[:, i * strata : (i + 1) * strata] for i in range(4))
     with np.errstate(invalid="ignore", divide="ignore"):
-        overall = numerator.sum(axis=1) / denominator.sum(axis=1)
-        means = np.where(denominator > 0, numerator / denominator, overall[:, None])
-        return np.asarray((k * means).sum(axis=1) / k.sum(axis=1), dtype=np.float64)
+        total = weight.sum(axis=1)[:, None]
+        labelled = weight > 0
+        abar = np.where(labelled, agreeing / weight, agreeing.sum(axis=1)[:, None] / total)
+        dbar = np.where(labelled, compared / weight, compared.sum(axis=1)[:, None] / total)
+        return np.asarray((k * abar).sum(axis=1) / (k * dbar).sum(axis=1), dtype=np.float64)
 
 
 def _cluster_ratio(

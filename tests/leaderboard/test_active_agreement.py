@@ -79,6 +79,8 @@ def test_a_uniform_studys_report_has_no_weighted_agreement(cast: Cast) -> None:
     (judge,) = payload["judges"].values()
     assert judge["vs_human"]["weighted"] is None
     assert judge["vs_human"]["poststratified"] is None
+    assert judge["vs_human"]["weighted_without_ties"] is None
+    assert judge["vs_human"]["poststratified_without_ties"] is None
 
 
 def test_an_active_studys_agreement_is_post_stratified_by_the_judges_verdicts(cast: Cast) -> None:
@@ -114,3 +116,58 @@ def test_an_active_studys_agreement_is_post_stratified_by_the_judges_verdicts(ca
     )
     rows = [row for table in tables for row in table.rows]
     assert any("post-stratified by the judges' verdicts" in str(row[1]) for row in rows)
+
+
+def test_an_active_studys_agreement_without_ties_leaves_ties_out_of_the_comparison(
+    cast: Cast,
+) -> None:
+    pairs = judged_study(cast.study, "active")
+    # A second person votes tie on the first pair (propensity 0.5); a second judge votes on the
+    # third pair only, tie in both orders.
+    worker = make_worker(cast.study, "w2")
+    assignment = make_assignment(pairs[0], worker)
+    Assignment.objects.filter(pk=assignment.pk).update(propensity=0.5)
+    HumanJudgment.objects.create(
+        study=cast.study,
+        pair=pairs[0],
+        worker=worker,
+        assignment=assignment,
+        a_left=True,
+        preference="tie",
+    )
+    split = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="split", kind=Judge.Kind.LLM),
+        study=cast.study,
+        status=JudgeRun.Status.DONE,
+    )
+    for order in ("ab", "ba"):
+        JudgeCall.objects.create(
+            run=split, pair=pairs[2], order=order, status="done", preference="tie"
+        )
+    payload = agreement_report_build(study=cast.study, params=FAST)
+    judges = {j["judge"]: j["vs_human"] for j in payload["judges"].values()}
+    all_a = judges["all-A"]
+    # With ties the tie vote disagrees with "A" (weight 2): 7 / 23. Without ties it makes no
+    # comparison: 7 / 21 over the 4 other votes (3 with a recorded propensity).
+    assert all_a["weighted"]["estimate"] == pytest.approx(7 / 23)
+    s2 = all_a["weighted_without_ties"]
+    assert s2["estimate"] == pytest.approx(7 / 21)
+    assert (s2["votes"], s2["recorded"], s2["method"]) == (4, 3, "hajek")
+    # Post-stratified: pair 3 is disputed now (stratum of 1 pair, its vote agrees: a = d = 1);
+    # the other 3 pairs' votes weigh 2 (A), 2 (tie), 10 (B), 4 (B): a-bar 2/18, d-bar 16/18.
+    # With ties 3/4 * 2/18 + 1/4 = 1/3; without (3 * 2/18 + 1) / (3 * 16/18 + 1) = 4/11.
+    assert all_a["poststratified"]["estimate"] == pytest.approx(1 / 3)
+    assert all_a["poststratified_without_ties"]["estimate"] == pytest.approx(4 / 11)
+    # The tying judge's one pair: the vote A disagrees with ties; without ties nothing is
+    # compared.
+    assert judges["split"]["weighted"]["estimate"] == pytest.approx(0.0)
+    assert judges["split"]["weighted_without_ties"] is None
+    assert judges["split"]["poststratified_without_ties"] is None
+    section = next(s for s in SECTIONS if s.key == "agreement")
+    tables = section.tables(
+        section.load(payload),
+        RenderContext(sources=("human", "all-A", "split"), definition=section.definition),
+    )
+    statistics = [str(row[1]) for table in tables for row in table.rows]
+    assert "agreement without ties, propensity-weighted (Hajek; active selection)" in statistics
+    assert any(s.startswith("agreement without ties, post-stratified") for s in statistics)

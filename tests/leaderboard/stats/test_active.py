@@ -402,3 +402,67 @@ def test_the_neyman_order_favours_the_strata_whose_agreement_is_most_uncertain()
     first = order[: len(pool) // 4]
     assert disputed[first].mean() > disputed.mean() + 0.1
     assert (~disputed[first]).any()
+
+
+def test_without_ties_the_weighted_rates_count_only_the_comparisons_made() -> None:
+    # Three votes: agrees on a fully compared pair (q 0.5), a person's tie (no comparison,
+    # q 0.25), a side compared with half of the judge's votes and agreeing with that half (q 0.2).
+    agree, compared, q = [1.0, 0.0, 0.5], [1.0, 0.0, 0.5], [0.5, 0.25, 0.2]
+    hajek = hajek_agreement(agree, q, ["p1", "p1", "p2"], compared=compared, rounds=50)
+    assert hajek.estimate == pytest.approx((2 + 2.5) / (2 + 2.5))
+    disagree = hajek_agreement([0.0, 0.0, 0.5], q, ["p1", "p1", "p2"], compared=compared)
+    assert disagree.estimate == pytest.approx(2.5 / 4.5)
+    # Post-stratified: stratum 0 (pool 1 item) holds votes 1 and 2, stratum 1 (pool 3 items)
+    # vote 3: a-bar (2 + 0) / 6 and d-bar 2 / 6; a-bar 0.5 = d-bar. (1/3 + 3 * 0.5) / (1/3 + 1.5).
+    post = poststratified_agreement(
+        [0.0, 0.0, 0.5], [2.0, 4.0, 5.0], ["p1", "p1", "p2"], [0, 0, 1],
+        pool_clusters=["p1", "p2", "p2", "p2"], pool_strata=[0, 1, 1, 1],
+        compared=compared, rounds=50,
+    )  # fmt: skip
+    assert post.estimate == pytest.approx(1.5 / (1 / 3 + 1.5))
+    nothing = hajek_agreement([0.0], [0.5], ["p1"], compared=[0.0])
+    assert math.isnan(nothing.estimate)
+
+
+def test_weighted_agreement_without_ties_of_a_simulated_active_study_is_unbiased_and_covers() -> (
+    None
+):
+    """600 pairs on 120 prompts as above; on each pair the judge names a side in a share d_i of
+    its votes (1, or 1/2 where one order says tie), a person votes tie with probability
+    tau_i and otherwise agrees with the judge's side with probability t_i. The truth is the
+    pool's rate among comparisons: sum (1 - tau) d t / sum (1 - tau) d."""
+    rng = np.random.default_rng(20261205)
+    n, labels, share, repeats = 600, 400, 0.2, 200
+    prompt = np.repeat(np.arange(120), 5)
+    stratum = rng.choice(4, size=n, p=[0.6, 0.1, 0.1, 0.2])
+    d_pair = np.where(stratum >= 2, 0.5, 1.0)
+    tau = np.array([0.1, 0.2, 0.4, 0.3])[stratum]
+    t = np.clip(np.array([0.9, 0.7, 0.75, 0.5])[stratum] + rng.normal(0, 0.05, n), 0, 1)
+    priority = np.array([0.1, 0.6, 0.5, 1.0])[stratum]
+    q = share / n + (1 - share) * priority / priority.sum()
+    truth = float(((1 - tau) * d_pair * t).sum() / ((1 - tau) * d_pair).sum())
+    results: dict[str, list[float]] = {"hajek": [], "post": []}
+    covered = dict.fromkeys(results, 0)
+    for seed in range(repeats):
+        draw = np.random.default_rng(seed)
+        picked = draw.choice(n, size=labels, p=q / q.sum())
+        sided = draw.random(labels) >= tau[picked]
+        agrees = draw.random(labels) < t[picked]
+        compared = np.where(sided, d_pair[picked], 0.0)
+        agree = np.where(agrees, compared, 0.0)
+        for name, result in (
+            ("hajek", hajek_agreement(
+                agree, q[picked], prompt[picked], compared=compared, rounds=400, seed=seed
+            )),
+            ("post", poststratified_agreement(
+                agree, 1 / q[picked], prompt[picked], stratum[picked], pool_clusters=prompt,
+                pool_strata=stratum, compared=compared, rounds=400, seed=seed,
+            )),
+        ):  # fmt: skip
+            results[name].append(result.estimate)
+            covered[name] += result.lower <= truth <= result.upper
+    for name, values in results.items():
+        estimates = np.array(values)
+        standard_error = estimates.std(ddof=1) / np.sqrt(repeats)
+        assert abs(estimates.mean() - truth) < 3 * standard_error, name
+        assert covered[name] / repeats >= 0.88, name
