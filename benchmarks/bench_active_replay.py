@@ -5,12 +5,16 @@ The pool is MT-Bench's 3,355 human votes (`human.jsonl` in the shared data: the 
 pair of models, turn) that GPT-4 judged in both orders (`gpt4_pair.jsonl`). GPT-4's verdict is
 the judge label (an inconsistent pair of orders counts as a tie, as in the paper's S1), and its
 inconsistency is the unit's judge disagreement (the data has one judge; its two orders disagree
-or not). For each seed the votes are revealed in a random order and in the order of
-`leaderboard.stats.replay.replay_order(policy="active")`, and after each number of labels the
-script prints GPT-4's agreement with people (LURE-weighted for the active order), the width of
-its 95% interval over the 80 questions, and Kendall's tau-b of the people's Bradley-Terry
-leaderboard against the one on all the votes; then the labels at which the active order first
-stays at or below the random order's final width.
+or not). For each seed the votes are revealed in three orders of
+`leaderboard.stats.replay.replay_order`: random, active (the study's priority) and neyman (in
+proportion to the agreement's standard deviation in the vote's stratum). After each number of
+labels the script prints, for four curves (random with the plain rate; active with the LURE
+mean; active and neyman post-stratified by GPT-4's verdict strata), the width of the 95%
+interval of GPT-4's agreement with people over the 80 questions; then the agreement estimates
+and Kendall's tau-b of the people's Bradley-Terry leaderboard against the one on all the votes;
+then, per curve, the labels from which it stays at or below the random order's final width and
+its width at 60% of the labels; last, the floor no unbiased design can beat at 60%
+(`no_design_floor`).
 
     .venv/bin/python benchmarks/bench_active_replay.py [--seeds 3] [--rounds 1000] [--experts]
 
