@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Hashable
 from typing import Any
 
 import pandas as pd
@@ -52,7 +53,7 @@ def baseline_frame(*, study: Study, table: str) -> pd.DataFrame:
     return frame.sort_values(columns[0], kind="stable").reset_index(drop=True)
 
 
-def _missing(value: object) -> bool:
+def _missing(value: Any) -> bool:
     try:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
@@ -80,7 +81,9 @@ def baseline_export(*, study: Study, table: str, fmt: str) -> bytes:
     if fmt == "jsonl":
         lines = []
         for record in frame.to_dict(orient="records"):
-            clean: dict[str, Any] = {k: (None if _missing(v) else v) for k, v in record.items()}
+            clean: dict[Hashable, Any] = {
+                k: (None if _missing(v) else v) for k, v in record.items()
+            }
             lines.append(json.dumps(clean, ensure_ascii=False, default=str))
         return ("\n".join(lines) + "\n").encode("utf-8")
     buffer = io.BytesIO()

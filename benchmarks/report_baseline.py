@@ -296,7 +296,9 @@ def fleiss_table(human: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, int 
     rated = per_unit[per_unit >= 2]
     if rated.empty:
         return counts.to_numpy()[:0], counts.index.to_numpy()[:0], 0, None
-    modal = int(rated.value_counts().sort_index().idxmax())
+    sizes = rated.value_counts().sort_index()
+    # The most common number of votes a unit has (the smallest of equally common ones).
+    modal = int(sizes.index[int(sizes.to_numpy().argmax())])
     table = counts[per_unit == modal]
     return table.to_numpy(), table.index.to_numpy(), len(rated), modal
 

@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from core.db.prepared import PreparedSelect
 
 
-class WebLoginThrottleBackend(AxesStandaloneBackend):
+class WebLoginThrottleBackend(AxesStandaloneBackend):  # type: ignore[misc]  # axes ships no types
     """Axes' backend, throttling log-ins that come with a web request.
 
     A call of `authenticate` without a request (a management command, the test client's

@@ -36,7 +36,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUEUES: dict[str, Queue] = {}
 
 
-class ConcordTask(Task):
+class ConcordTask(Task):  # type: ignore[misc]  # celery ships no types: Task is Any to mypy
     """The base of every task :func:`task` builds (how the tests tell them from others)."""
 
     abstract = True
@@ -78,7 +78,7 @@ def task(
     if clash:
         raise ValueError(f"task {name}: core.tasks.task sets {', '.join(sorted(clash))} itself")
     QUEUES[name] = queue
-    return shared_task(
+    decorator: Callable[[F], Any] = shared_task(
         name=name,
         concord_queue=queue,
         base=ConcordTask,
@@ -89,6 +89,7 @@ def task(
         time_limit=time_limit,
         **options,
     )
+    return decorator
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -62,7 +62,10 @@ def prepared_cursor() -> CursorWrapper:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(_PreparingCursor(connection.connection))  # type: ignore[attr-defined]
+        cursor: CursorWrapper = connection._prepare_cursor(  # type: ignore[attr-defined]
+            _PreparingCursor(connection.connection)
+        )
+        return cursor
 
 
 class _Compiled:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -265,8 +265,8 @@ def _with_ci(
         len(drawn) if params.resample == "prompt" else 0,
     )
     return (
-        AgreementCount.of(per_unit["agree_s1"].sum(), per_unit["total_s1"].sum()),
-        AgreementCount.of(per_unit["agree_s2"].sum(), per_unit["total_s2"].sum()),
+        AgreementCount.of(int(per_unit["agree_s1"].sum()), int(per_unit["total_s1"].sum())),
+        AgreementCount.of(int(per_unit["agree_s2"].sum()), int(per_unit["total_s2"].sum())),
         ci,
     )
 
@@ -467,16 +467,16 @@ def _weighted(
     if not len(mine):
         return {}
     labels = mine["label"].astype(str).to_numpy()
-    rows = shares.index.get_indexer(mine["pair_id"].to_numpy())
-    columns = shares.columns.get_indexer(labels)
+    rows = shares.index.get_indexer(pd.Index(mine["pair_id"].to_numpy()))
+    columns = shares.columns.get_indexer(pd.Index(labels))
     table = shares.to_numpy()
     agree = np.where(columns >= 0, table[rows, np.maximum(columns, 0)], 0.0)
     # A worker judges a pair once (one open assignment per worker and pair): (pair, rater) keys.
     recorded = propensities.drop_duplicates(["pair_id", "rater"]).set_index(["pair_id", "rater"])
     keys = pd.MultiIndex.from_arrays([mine["pair_id"].to_numpy(), mine["rater"].astype(str)])
-    q = pd.Series(recorded["propensity"].reindex(keys).to_numpy(), index=mine.index)
-    recorded_q = q.notna().to_numpy()
-    q = q.fillna(1.0 / regular_pairs).clip(upper=1.0).to_numpy(dtype=np.float64)
+    propensity = pd.Series(recorded["propensity"].reindex(keys).to_numpy(), index=mine.index)
+    recorded_q = propensity.notna().to_numpy()
+    q = propensity.fillna(1.0 / regular_pairs).clip(upper=1.0).to_numpy(dtype=np.float64)
     prompts = prompt_of.reindex(mine["pair_id"]).to_numpy()
     calls = every_judge[every_judge["label"].notna()]
     calls = calls[calls["pair_id"].isin(shares.index)]
@@ -703,7 +703,9 @@ class AgreementSection(Section[AgreementResult]):
         return {key: to_json(getattr(result, key)) for key in self.json_keys}
 
     def load(self, payload: Mapping[str, Any]) -> AgreementResult:
-        return from_json(AgreementResult, {key: payload[key] for key in self.json_keys})
+        return cast(
+            AgreementResult, from_json(AgreementResult, {k: payload[k] for k in self.json_keys})
+        )
 
     def tables(self, result: AgreementResult, context: RenderContext) -> list[Table]:
         people = result.human_vs_human

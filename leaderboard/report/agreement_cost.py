@@ -92,8 +92,8 @@ def agreement_cost_compute(data: ReportData) -> AgreementCostResult:
         elif source.judge_kind == "panel" and source.run_id in costs.index:
             cost, priced_by = _panel_cost(costs.loc[source.run_id], params.pl_usd_per_1000)
         elif source.run_id in costs.index:
-            spent = float(costs.at[source.run_id, "cost_usd"])
-            pairs = int(costs.at[source.run_id, "pairs"])
+            spent = float(costs["cost_usd"].loc[source.run_id])
+            pairs = int(costs["pairs"].loc[source.run_id])
             if spent > 0 and pairs:
                 cost, priced_by = spent / pairs * 1000, "judge ledger"
         rows.append(

@@ -75,7 +75,7 @@ def gold_orders(answers: pd.DataFrame) -> dict[int, pd.DataFrame]:
     """Per prompt, its answers best first with a `measure` (smaller is better) and a `position`
     (1 + answers strictly better): by rank when two or more carry one, else by upvotes."""
     orders: dict[int, pd.DataFrame] = {}
-    for prompt_id, group in answers.groupby("prompt_id", sort=True):
+    for _, group in answers.groupby("prompt_id", sort=True):
         ranked = group[group["rank"].notna()]
         if len(ranked) >= 2:
             chosen = ranked.assign(measure=ranked["rank"])
@@ -86,7 +86,7 @@ def gold_orders(answers: pd.DataFrame) -> dict[int, pd.DataFrame]:
             continue
         chosen = chosen.sort_values(["measure", "answer_id"], kind="stable").reset_index(drop=True)
         chosen["position"] = chosen["measure"].rank(method="min").astype(int)
-        orders[int(prompt_id)] = chosen
+        orders[int(group["prompt_id"].iloc[0])] = chosen
     return orders
 
 
@@ -99,18 +99,18 @@ def gold_pair_kinds(
     sides: dict[tuple[int, str], str] = {}
     # Only gold pairs and pairs of prompts with an order can compare first with second or last.
     wanted = pairs["is_gold"].astype(bool) | pairs["prompt_id"].isin(list(orders))
-    for pair in pairs[wanted].itertuples(index=False):
-        if pair.is_gold and pair.gold_kind in GOLD_KINDS and pair.gold_side in ("A", "B"):
-            sides[(int(pair.pair_id), str(pair.gold_kind))] = str(pair.gold_side)
-        order = orders.get(int(pair.prompt_id))
-        if order is None or pair.pair_id not in answers_of.index:
+    for pair in pairs[wanted].to_dict("records"):
+        if pair["is_gold"] and pair["gold_kind"] in GOLD_KINDS and pair["gold_side"] in ("A", "B"):
+            sides[(int(pair["pair_id"]), str(pair["gold_kind"]))] = str(pair["gold_side"])
+        order = orders.get(int(pair["prompt_id"]))
+        if order is None or pair["pair_id"] not in answers_of.index:
             continue
-        a, b = answers_of.loc[pair.pair_id]
+        a, b = answers_of.loc[pair["pair_id"]]
         ids, measure = order["answer_id"].tolist(), order["measure"].tolist()
         for kind, other in (("first_vs_second", 1), ("first_vs_last", len(ids) - 1)):
             if measure[0] < measure[other] and {a, b} == {ids[0], ids[other]}:
                 # A gold pair's own kind and side win over the ranks if the two ever differ.
-                sides.setdefault((int(pair.pair_id), kind), "A" if a == ids[0] else "B")
+                sides.setdefault((int(pair["pair_id"]), kind), "A" if a == ids[0] else "B")
     rows = sorted((pair_id, kind, side) for (pair_id, kind), side in sides.items())
     return pd.DataFrame(rows, columns=["pair_id", "kind", "side"])
 
@@ -145,7 +145,11 @@ def _ndcg_source(scores: pd.Series, orders: dict[int, pd.DataFrame], ranking: st
     """Mean NDCG over the prompts where `scores` (indexed by prompt_id, answer_id) rank two or
     more answers of the gold order."""
     per_depth: dict[str, list[float]] = {_depth_key(k): [] for k in NDCG_DEPTHS}
-    by_prompt = {int(p): group.droplevel(0) for p, group in scores.groupby(level=0, sort=True)}
+    # Keyed by each group's prompt id, the first level of its index.
+    by_prompt = {
+        int(group.index[0][0]): group.droplevel(0)
+        for _, group in scores.groupby(level=0, sort=True)
+    }
     for prompt_id, order in orders.items():
         n = len(order)
         gains = (n - order["position"] + 1).to_numpy(dtype=np.float64)

@@ -87,7 +87,9 @@ def battles_of(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     # A, B and tie map by their codes onto model_a, model_b and tie; a label outside A/B/tie
     # stays missing.
     labels = pd.Categorical(rows["label"], categories=LABELS)
-    winner = pd.Categorical.from_codes(labels.codes, categories=["model_a", "model_b", "tie"])
+    winner = pd.Categorical.from_codes(
+        labels.codes, categories=pd.Index(["model_a", "model_b", "tie"])
+    )
     return pd.DataFrame(
         {
             "model_a": rows["system_a"].reset_index(drop=True),
@@ -99,8 +101,8 @@ def battles_of(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
 
 def _ratings(frame: pd.DataFrame) -> list[ModelRating]:
     return [
-        ModelRating(str(row.model), row.rating, row.lower, row.upper)
-        for row in frame.itertuples(index=False)
+        ModelRating(str(row["model"]), row["rating"], row["lower"], row["upper"])
+        for row in frame.to_dict("records")
     ]
 
 

@@ -70,7 +70,7 @@ def _source(data: ReportData, frame: pd.DataFrame, lengths: pd.DataFrame) -> Sou
     pair_ids = merged["pair_id"].to_numpy(dtype=np.int64)
     prompts = prompt_clusters(data, pair_ids)
     diff = (merged["len_b"] - merged["len_a"]).to_numpy(dtype=np.float64)
-    likert = merged["likert"].astype("float64").to_numpy()
+    likert = np.asarray(merged["likert"].astype("float64"), dtype=np.float64)
     return SourceLength(
         votes=len(merged),
         ties=int((merged["label"] == "tie").sum()),

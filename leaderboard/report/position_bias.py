@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -189,9 +189,10 @@ class PositionBiasSection(Section[PositionBiasResult]):
                 s.judge_kind,
             )
             if s.run_id in marked.index:
-                row = marked.loc[s.run_id]
                 marked_share = wilson_interval(
-                    int(row["inconsistent"]), int(row["labelled"]), confidence
+                    int(marked["inconsistent"].loc[s.run_id]),
+                    int(marked["labelled"].loc[s.run_id]),
+                    confidence,
                 )
                 bias = dataclasses.replace(bias, inconsistent=marked_share)
             judges[s.name] = bias
@@ -205,7 +206,9 @@ class PositionBiasSection(Section[PositionBiasResult]):
     def load(self, payload: Mapping[str, Any]) -> PositionBiasResult:
         part = dict(payload[self.key])
         human = part.pop(HUMAN)
-        return from_json(PositionBiasResult, {"human": human, "judges": part})
+        return cast(
+            PositionBiasResult, from_json(PositionBiasResult, {"human": human, "judges": part})
+        )
 
     def _rows(self, result: PositionBiasResult, context: RenderContext) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []

@@ -120,16 +120,21 @@ def distribution(data: ReportData, rows: pd.DataFrame) -> Distribution:
     pair_ids = rows["pair_id"].to_numpy(dtype=np.int64)
     shares: list[ValueShare] = []
     unit, clusters, rounds = "", 0, 0
-    for row in table.itertuples(index=False):
+    for row in table.to_dict("records"):
         lower = upper = None
         if kept:
-            hits = np.array([row.value in selection for selection in kept], dtype=bool)
+            hits = np.array([row["value"] in selection for selection in kept], dtype=bool)
             interval = share_over_prompts(data, hits, pair_ids, unit="judgment")
             lower, upper = interval.lower, interval.upper
             unit, clusters, rounds = interval.resampled, interval.clusters, interval.rounds
         shares.append(
             ValueShare(
-                str(row.value), int(row.count), row.share, row.share_of_mentions, lower, upper
+                str(row["value"]),
+                int(row["count"]),
+                row["share"],
+                row["share_of_mentions"],
+                lower,
+                upper,
             )
         )
     return Distribution(

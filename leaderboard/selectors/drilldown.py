@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from annotation.models import HumanJudgment, Pair, Study
 from judges.models import JudgeCall
 from leaderboard.selectors.frames import StudyVotes
@@ -51,7 +53,9 @@ def unit_rows_get(
         for source in sorted(set(votes.judges["source"].tolist()))
     }
     units = votes.pairs.set_index("pair_id")
-    wanted = units.index.intersection(counts.index.union(votes.judges["pair_id"].unique()))
+    wanted = units.index.intersection(
+        counts.index.union(pd.Index(votes.judges["pair_id"].unique()))
+    )
     if only is not None:
         wanted = wanted[wanted.isin(list(only))]
     if judge is not None:

@@ -229,7 +229,7 @@ def _categorical(values: npt.NDArray[Any], at: npt.NDArray[np.intp]) -> pd.Categ
     categories, inverse = np.unique(values.astype(str), return_inverse=True)
     return pd.Categorical.from_codes(
         inverse.reshape(-1)[at] if len(at) else np.zeros(0, dtype=np.int64),
-        categories=categories.astype(object),
+        categories=pd.Index(categories.astype(object)),
     )
 
 
@@ -302,7 +302,7 @@ def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.
     rank[order] = np.arange(len(order))
     frame["rater"] = pd.Categorical.from_codes(
         rank[inverse.reshape(-1)] if len(frame) else np.zeros(0, dtype=np.int64),
-        categories=names[order],
+        categories=pd.Index(names[order]),
     )
     # Sorted by judgment id (unique), so the same rows always come in the same order; read in
     # that order already as a rule (a table filled in order).
@@ -383,16 +383,20 @@ def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     position = {s.run_id: names.index(s.name) for s in sources}
     runs, inverse = np.unique(combined["run_id"].to_numpy(dtype=np.int64), return_inverse=True)
     run_codes = np.array([position[r] for r in runs.tolist()], dtype=np.int64)
-    combined["source"] = pd.Categorical.from_codes(run_codes[inverse.reshape(-1)], categories=names)
+    combined["source"] = pd.Categorical.from_codes(
+        run_codes[inverse.reshape(-1)], categories=pd.Index(names)
+    )
     combined["rater"] = combined["source"]
     # What was shown first, for position bias: only live calls in one order know it.
     human_cols = pairs.set_index("pair_id")
     human = human.join(human_cols, on="pair_id")
-    human["source"] = pd.Categorical.from_codes(np.zeros(len(human), dtype=np.int64), ["human"])
+    human["source"] = pd.Categorical.from_codes(
+        np.zeros(len(human), dtype=np.int64), pd.Index(["human"])
+    )
     a_left = human["a_left"].to_numpy(dtype=object)
     human["shown_first"] = pd.Categorical.from_codes(
         np.where(a_left == True, 0, np.where(a_left == False, 1, -1)),  # noqa: E712
-        categories=LABELS,
+        categories=pd.Index(LABELS),
     )
     human = human[VOTE_COLUMNS]
     judges = combined.join(human_cols, on="pair_id")

@@ -185,7 +185,9 @@ def frame_read_coded(
             if (digit == radix - 1).any() and name not in flags:
                 _raise_outside(qs, fields[list(columns).index(name)], name, choices, small)
             if name in choices:
-                decoded[name] = pd.Categorical.from_codes(digit - 1, categories=list(choices[name]))
+                decoded[name] = pd.Categorical.from_codes(
+                    digit - 1, categories=pd.Index(list(choices[name]))
+                )
             elif name in flags:
                 out = np.full(len(digit), None, dtype=object)
                 out[digit == 2] = True

@@ -95,8 +95,8 @@ def pair_priorities_compute(*, study: Study, seed: int = 0) -> dict[int, float]:
         board = bradley_terry(frame, rounds=OVERLAP_ROUNDS, seed=seed).set_index("model")
         for system in systems:
             if str(system) in board.index:
-                lower[system] = float(board.at[str(system), "lower"])
-                upper[system] = float(board.at[str(system), "upper"])
+                lower[system] = float(board["lower"].loc[str(system)])
+                upper[system] = float(board["upper"].loc[str(system)])
     terms = priority_terms(
         judge_counts=judge_counts,
         human_counts=human_counts,

@@ -116,7 +116,8 @@ def category_under_coverage(labels: npt.ArrayLike, categories: npt.ArrayLike) ->
         return np.zeros(n.size)
     overall = total / n.size
     per_category = np.bincount(codes, weights=n) / np.bincount(codes)
-    return np.clip(1.0 - per_category[codes] / overall, 0.0, 1.0)
+    weights: npt.NDArray[np.float64] = np.clip(1.0 - per_category[codes] / overall, 0.0, 1.0)
+    return weights
 
 
 def pair_priority(terms: Mapping[str, npt.ArrayLike], weights: PriorityWeights) -> FloatArray:

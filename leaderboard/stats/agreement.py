@@ -326,7 +326,8 @@ def _alpha_distances(
     """The squared distances ``d_ck`` of Krippendorff (2011) between the domain's values."""
     c, k = domain[:, None], domain[None, :]
     if level == "nominal":
-        return (c != k).astype(np.float64)
+        differ: npt.NDArray[np.bool_] = c != k
+        return differ.astype(np.float64)
     if level == "interval":
         return np.asarray((c - k) ** 2, dtype=np.float64)
     if level == "ratio":

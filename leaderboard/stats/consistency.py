@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,7 +56,8 @@ def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
     zero = np.flatnonzero(norms == 0)
     if zero.size:
         raise ValueError(f"embedding rows {zero.tolist()} are zero vectors (no direction)")
-    return arr / norms[:, None]
+    unit: npt.NDArray[np.float64] = arr / norms[:, None]
+    return unit
 
 
 # --- Contrast pairs -------------------------------------------------------------------------
@@ -509,8 +511,8 @@ class SwapInvariance:
 
 
 def swap_invariance(
-    forward: Sequence[str] | pd.Categorical,
-    backward: Sequence[str] | pd.Categorical,
+    forward: list[str] | pd.Categorical[Any],
+    backward: list[str] | pd.Categorical[Any],
     clusters: npt.ArrayLike | None = None,
     *,
     order_invariant: bool = False,
@@ -651,7 +653,7 @@ def intransitive_triples_coded(
     groups: npt.ArrayLike,
     first: npt.ArrayLike,
     second: npt.ArrayLike,
-    labels: npt.ArrayLike | pd.Series,
+    labels: npt.NDArray[Any] | pd.Series | pd.Categorical[Any] | list[str],
     *,
     confidence: float = 0.95,
     clusters: npt.ArrayLike | None = None,

@@ -11,8 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-# The canonical labels, in code order (the one definition, with the Likert conventions).
-from leaderboard.stats.likert import PREFERENCES as LABELS
+from leaderboard.stats.likert import PREFERENCES
+
+# The canonical labels, in code order (the one definition, with the Likert conventions); the
+# name the majority's readers import.
+LABELS = PREFERENCES
 
 
 def people_majority(

@@ -45,7 +45,7 @@ def judge_votes_combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
     codes = labels.codes.astype(np.int64)
     agreed = np.minimum.reduceat(codes, starts) == np.maximum.reduceat(codes, starts)
     label = pd.Categorical.from_codes(
-        np.where(agreed, codes[starts], LABELS.index("tie")), categories=LABELS
+        np.where(agreed, codes[starts], LABELS.index("tie")), categories=pd.Index(LABELS)
     )
     # The mean of the scores present (NaN when none), as a group mean skips missing values.
     likert = ordered["likert"].to_numpy(dtype=np.float64)

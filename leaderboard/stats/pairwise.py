@@ -87,7 +87,7 @@ def _label_codes(labels: pd.Series) -> npt.NDArray[np.int64]:
     return position[codes] if len(found) else np.zeros(0, dtype=np.int64)
 
 
-def key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
+def key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any] | pd.Index]:
     """Number the keys densely in sorted order (in order of appearance when they do not sort).
 
     Integer keys in a range not much wider than their count (a study's pair ids) are numbered
@@ -104,9 +104,10 @@ def key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any]]:
             position = np.cumsum(seen) - 1
             return position[offset].astype(np.intp), present + low
     try:
-        return pd.factorize(keys, sort=True)
+        codes, uniques = pd.factorize(keys, sort=True)
     except TypeError:
-        return pd.factorize(keys)
+        codes, uniques = pd.factorize(keys)
+    return codes.astype(np.intp, copy=False), uniques
 
 
 def _encode_sources(
@@ -285,8 +286,8 @@ def pairwise_agreement(
         votes, other, level=level, key=key, label=label, rater=rater
     )
     return PairwiseAgreement(
-        s1=AgreementCount.of(per_unit["agree_s1"].sum(), per_unit["total_s1"].sum()),
-        s2=AgreementCount.of(per_unit["agree_s2"].sum(), per_unit["total_s2"].sum()),
+        s1=AgreementCount.of(int(per_unit["agree_s1"].sum()), int(per_unit["total_s1"].sum())),
+        s2=AgreementCount.of(int(per_unit["agree_s2"].sum()), int(per_unit["total_s2"].sum())),
         level=level,
     )
 

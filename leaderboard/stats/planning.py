@@ -187,7 +187,7 @@ def rank_stability(
     index = {name: i for i, name in enumerate(models)}
     ca = frame["model_a"].map(index).to_numpy(dtype=np.intp)
     cb = frame["model_b"].map(index).to_numpy(dtype=np.intp)
-    score = frame["winner"].map(SCORE_A).to_numpy(dtype=np.float64)
+    score = np.asarray(frame["winner"].map(SCORE_A), dtype=np.float64)
     if np.isnan(score).any():
         raise ValueError("winner must be model_a, model_b or tie")
     counts = frame["count"].to_numpy(dtype=np.float64)

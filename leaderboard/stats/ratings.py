@@ -98,7 +98,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 
 def _draw_key(seed: int) -> np.uint64:
     """Return the 64-bit key of the bootstrap draws: numpy's ``SeedSequence(seed)`` hashed state."""
-    return np.random.SeedSequence(seed).generate_state(1, np.uint64)[0]
+    key: np.uint64 = np.random.SeedSequence(seed).generate_state(1, np.uint64)[0]
+    return key
 
 
 def _draws(

@@ -128,7 +128,7 @@ def _code(pool: ReplayPool) -> _Coded:
     systems = sorted(set(f["system_a"]) | set(f["system_b"]))
     position = {s: i for i, s in enumerate(systems)}
     category, _ = pd.factorize(f["category"])
-    label = f["label"].map({v: i for i, v in enumerate(LABELS)}).to_numpy(dtype=np.intp)
+    label = np.asarray(f["label"].map({v: i for i, v in enumerate(LABELS)}), dtype=np.intp)
     return _Coded(
         unit=unit.astype(np.intp),
         n_units=len(units),

@@ -24,10 +24,12 @@ def win_rates_from_votes(frame: pd.DataFrame) -> tuple[list[str], npt.NDArray[np
     """
     kept = frame[frame["system_a"] != frame["system_b"]]
     counts = kept.groupby(["system_a", "system_b", "label"], observed=True).size()
-    models = sorted({str(m) for key in counts.index for m in key[:2]})
+    keys = counts.index
+    models = sorted({str(m) for level in (0, 1) for m in keys.get_level_values(level)})
     index = {m: i for i, m in enumerate(models)}
     wins = np.zeros((len(models), len(models)))
-    for (a, b, label), n in counts.items():
+    levels = (keys.get_level_values(level) for level in range(3))
+    for a, b, label, n in zip(*levels, counts.tolist(), strict=True):
         i, j = index[str(a)], index[str(b)]
         if label == "A":
             wins[i, j] += n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,7 +49,7 @@ def test_equal_frames_give_equal_hashes_whatever_the_nan_payload() -> None:
         ("values", ["honesty", "helpfulness"]),
     ],
 )
-def test_changing_one_value_changes_the_hash(column: str, value: object) -> None:
+def test_changing_one_value_changes_the_hash(column: str, value: Any) -> None:
     changed = frame()
     changed.at[0, column] = value
     assert digest_of(changed) != digest_of(frame())

@@ -146,7 +146,7 @@ def test_style_counts_read_by_postgresql_match_python_regular_expressions(world:
     for pair in pairs:
         for side, answer_id in (("a", pair.answer_a_id), ("b", pair.answer_b_id)):
             expected = python_counts(world.texts[answer_id])
-            got = {f: int(styles.loc[pair.pk, f"{f}_{side}"]) for f in STYLE_FEATURES}
+            got = {f: int(styles[f"{f}_{side}"].loc[pair.pk]) for f in STYLE_FEATURES}
             assert got == expected
     assert python_counts("# T\n- a\n  2. b\n**x** __y__\n```\n# no\n```")["headers"] == 1
 

@@ -235,7 +235,7 @@ def heterogeneous_battles(seed: int, prompts: int, per_prompt: int, effect: floa
 
 def interval_width(battles: pd.DataFrame, clusters: np.ndarray | None) -> float:
     result = elo_bootstrap(battles, rounds=400, seed=5, clusters=clusters).set_index("model")
-    return float(result.loc["x", "upper"] - result.loc["x", "lower"])
+    return float(result["upper"].loc["x"] - result["lower"].loc["x"])
 
 
 def test_resampling_prompts_widens_the_interval_when_prompts_differ_and_not_when_alike() -> None:
