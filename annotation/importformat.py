@@ -538,7 +538,8 @@ def _numbered(header: list[str], pattern: re.Pattern[str]) -> list[int]:
     return numbers
 
 
-def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterator[PromptRow]:
+# One pass over the CSV that reports a problem per bad cell (C901 allowed).
+def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterator[PromptRow]:  # noqa: C901
     line_numbers: list[int] = [0]
 
     def texts() -> Iterator[str]:

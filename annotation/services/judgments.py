@@ -292,7 +292,7 @@ def _submit_statement(
     return _submit_sql(), params
 
 
-def _validated_fields(
+def _validated_fields(  # noqa: C901 - one check per form field, in form order
     *,
     study: Study,
     assignment: Assignment,

@@ -549,7 +549,7 @@ def _not_due(call: JudgeCall, now: datetime) -> CallOutcome | None:
     return CallOutcome("skipped", detail=f"retry not due for {early:.1f} s")
 
 
-def judge_call_execute(*, call_id: int) -> CallOutcome:
+def judge_call_execute(*, call_id: int) -> CallOutcome:  # noqa: C901 - the call's steps in order (docstring)
     """Make one call if it is still pending, due and its run is running; at most once per attempt.
 
     Holds no lock: each step is one conditional UPDATE (the reply's write and the run's spend

@@ -30,7 +30,7 @@ RUNNABLE_KINDS = (
 )
 
 
-def judge_validate(*, judge: Judge) -> None:
+def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent check per field
     """Raise ValidationError naming the field when an LLM judge's configuration is unusable.
 
     The key itself is not required here: a judge may be saved before its key is set, and then

@@ -88,7 +88,7 @@ def frame_read(
     return frame
 
 
-def frame_read_coded(
+def frame_read_coded(  # noqa: C901 - hot path: one pass decodes each column kind
     qs: QuerySet[Model],
     fields: Sequence[str],
     columns: Sequence[str],
