@@ -292,23 +292,11 @@ def _submit_statement(
     return _submit_sql(), params
 
 
-def _validated_fields(  # noqa: C901 - one check per form field, in form order
-    *,
-    study: Study,
-    assignment: Assignment,
-    likert_shown: int | None,
-    values: Sequence[str],
-    reason: str,
-    acceptability_left: str,
-    acceptability_right: str,
-    axes_left: Mapping[str, str] | None,
-    axes_right: Mapping[str, str] | None,
-    comment: str,
-) -> dict[str, object]:
-    """Check the form against the study's settings; return the judgment's canonical fields."""
-    a_left = assignment.a_left
-    likert: int | None = None
-    preference = ""
+def _validated_preference(
+    *, study: Study, assignment: Assignment, likert_shown: int | None
+) -> tuple[int | None, str]:
+    """The canonical Likert score (None when none is asked) and the collapsed preference ("" for
+    a study that asks neither), from the rating as shown or the pair's known better side."""
     if study.form_rationale_only:
         if likert_shown is not None:
             raise JudgmentInvalid(
@@ -317,19 +305,26 @@ def _validated_fields(  # noqa: C901 - one check per form field, in form order
         winner = pair_rationale_winner(pair=assignment.pair)
         if winner is None:
             raise JudgmentInvalid("This item has no known better answer.", field="likert_shown")
-        preference = winner
-    elif study.form_likert:
+        return None, winner
+    if study.form_likert:
         if likert_shown is None or isinstance(likert_shown, bool):
             raise JudgmentInvalid("Choose a rating from 1 to 8.", field="likert_shown")
         if not 1 <= likert_shown <= 8:
             raise JudgmentInvalid(
                 f"The rating must be from 1 to 8, not {likert_shown}.", field="likert_shown"
             )
-        likert = likert_shown if a_left else likert_mirror(likert_shown)
-        preference = likert_preference(likert)
-    elif likert_shown is not None:
+        likert = likert_shown if assignment.a_left else likert_mirror(likert_shown)
+        return likert, likert_preference(likert)
+    if likert_shown is not None:
         raise JudgmentInvalid("This study does not ask for a rating.", field="likert_shown")
+    return None, ""
 
+
+def _validated_values(
+    *, study: Study, preference: str, values: Sequence[str], reason: str
+) -> list[str]:
+    """The cited values, each once in the order given, checked against the study's rationale
+    form and the preference (reasons only for a winner); the free-text reason's length too."""
     value_list = list(dict.fromkeys(values))
     unknown = sorted(set(value_list).difference(SEVEN_VALUE_KEYS))
     if unknown:
@@ -353,6 +348,31 @@ def _validated_fields(  # noqa: C901 - one check per form field, in form order
         )
     if len(reason) > MAX_TEXT:
         raise JudgmentInvalid(f"The reason is longer than {MAX_TEXT} characters.", field="reason")
+    return value_list
+
+
+def _validated_fields(
+    *,
+    study: Study,
+    assignment: Assignment,
+    likert_shown: int | None,
+    values: Sequence[str],
+    reason: str,
+    acceptability_left: str,
+    acceptability_right: str,
+    axes_left: Mapping[str, str] | None,
+    axes_right: Mapping[str, str] | None,
+    comment: str,
+) -> dict[str, object]:
+    """Check the form against the study's settings; return the judgment's canonical fields.
+
+    The checks run in the form's order (rating, reasons, acceptability, axes, comment), so the
+    first wrong field is the one named."""
+    a_left = assignment.a_left
+    likert, preference = _validated_preference(
+        study=study, assignment=assignment, likert_shown=likert_shown
+    )
+    value_list = _validated_values(study=study, preference=preference, values=values, reason=reason)
 
     acceptability_a, acceptability_b = _shown_to_canonical(
         a_left, acceptability_left, acceptability_right

@@ -230,6 +230,33 @@ def test_rationale_only_records_the_known_winner_and_the_reasons(cast: Cast, stu
     )
 
 
+@pytest.mark.parametrize(("form", "answer", "field", "message"), [
+    ({"form_rationale_only": True, "form_likert": False},
+     {"likert_shown": 2, "values": ["empathy"]}, "likert_shown", "no rating is asked"),
+    ({"form_likert": False, "form_comment": True}, {"likert_shown": 2, "comment": "Fine."},
+     "likert_shown", "does not ask for a rating"),
+    ({}, {"likert_shown": 2, "reason": "Kinder tone."}, "values", "does not ask why"),
+    ({"form_values": True}, {"likert_shown": 2, "values": ["empathy"], "reason": "x" * 5001},
+     "reason", "longer than 5000"),
+    ({"form_comment": False}, {"likert_shown": 2, "comment": "Fine."}, "comment",
+     "does not take comments"),
+])  # fmt: skip
+def test_an_answer_the_study_does_not_ask_for_is_refused_naming_the_field(
+    cast: Cast,
+    study: Study,
+    form: dict[str, bool],
+    answer: dict[str, object],
+    field: str,
+    message: str,
+) -> None:
+    Study.objects.filter(pk=study.pk).update(**form)
+    assignment = claim(cast.worker_one)
+    with pytest.raises(JudgmentInvalid, match=message) as error:
+        submit(assignment, **answer)
+    assert error.value.field == field
+    assert not HumanJudgment.objects.exists()
+
+
 def test_acceptability_and_axes_are_stored_for_answers_a_and_b(cast: Cast, study: Study) -> None:
     study.form_acceptability = True
     study.form_axes = True
