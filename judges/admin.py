@@ -21,6 +21,7 @@ from judges.llm.prompts import TEMPLATES, VARIABLES
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, PanelMember, template_hash
 from judges.services.judges import judge_readiness, judge_validate
 from judges.services.panels import panel_validate
+from judges.services.templates import TEMPLATE_FIELDS
 
 
 def annotated(obj: Any, name: str) -> int:
@@ -91,6 +92,18 @@ class JudgeAdminForm(forms.ModelForm):
             }
         )
         judge_validate(judge=candidate)
+        frozen = [
+            field for field in (*TEMPLATE_FIELDS, "output_format") if field in self.changed_data
+        ]
+        if frozen and self.instance.pk and self.instance.runs.exists():
+            # As on the researcher's page (judges.services.templates): past calls keep meaning.
+            raise ValidationError(
+                {
+                    field: "This judge has runs: its templates and reply format stay as its calls "
+                    "were made with. Make a new judge with the changed template."
+                    for field in frozen
+                }
+            )
         return data
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from django import forms
 
-from annotation.models import Study
+from annotation.models import Pair, Study
 from judges.llm.prompts import TEMPLATES
-from judges.models import Judge, Turns
+from judges.models import Judge, OutputFormat, Turns
 from judges.selectors.judges import judge_list_for_study
 from judges.services.judges import RUNNABLE_KINDS
 
@@ -227,4 +227,70 @@ class PanelCreateForm(forms.Form):
                     "weights", f"Give one weight per chosen member ({len(members)} chosen)."
                 )
             data["weight_list"] = weights
+        return data
+
+
+def _template_field(*, rows: int, help_text: str, required: bool = False) -> forms.CharField:
+    """A template's text area; kept exactly as typed (no stripping), since its hash is stored."""
+    return forms.CharField(
+        strip=False,
+        required=required,
+        widget=forms.Textarea(attrs={"rows": rows, "spellcheck": "false"}),
+        help_text=help_text,
+    )
+
+
+class JudgeTemplateForm(forms.Form):
+    """A judge's templates as the researcher edits them, the pair to preview them on, a sample
+    reply to parse, and the name of a new judge to save them as; the services check them."""
+
+    prompt_template = _template_field(
+        rows=16,
+        required=True,
+        help_text="Variables: {question}, {answer_first}, {answer_second} (or {answer} for a "
+        "grading judge), {turn}, {values}, {conversation}.",
+    )
+    reference_template = _template_field(
+        rows=8,
+        help_text="Used for prompts of the study's reference categories; shows {reference}. "
+        "Empty: the judge is not reference-guided.",
+    )
+    multi_turn_template = _template_field(
+        rows=8,
+        help_text="Used for calls at turn 2 and later; shows {conversation}. Empty: later turns "
+        "use the prompt template.",
+    )
+    output_format = forms.ChoiceField(label="Reply format", choices=OutputFormat.choices)
+    pair = forms.TypedChoiceField(
+        label="Preview on the pair", coerce=int, required=False, empty_value=None
+    )
+    sample_reply = forms.CharField(
+        label="Check the reply format on a sample reply",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text="Paste a reply the judge might write: the page shows what the parser reads.",
+    )
+    new_name = forms.CharField(
+        label="Name of the new judge", required=False, max_length=100, help_text="To save as new."
+    )
+
+    def __init__(self, *args: Any, pairs: list[Pair], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["pair"]
+        field.choices = [  # type: ignore[attr-defined]
+            (
+                pair.pk,
+                f"#{pair.pk} {pair.prompt.external_id}"
+                + (f" ({pair.prompt.category})" if pair.prompt.category else "")
+                + (f", turn {pair.turn}" if pair.turn > 1 else ""),
+            )
+            for pair in pairs
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # A browser sends a textarea's lines ending in CR LF; the template keeps them as typed.
+        for name in ("prompt_template", "reference_template", "multi_turn_template"):
+            if isinstance(data.get(name), str):
+                data[name] = data[name].replace("\r\n", "\n")
         return data

@@ -19,6 +19,11 @@ urlpatterns = [
         views_judges.JudgeTestStatusView.as_view(),
         name="judge_test_status",
     ),
+    path(
+        "<int:judge_id>/templates/",
+        views_judges.JudgeTemplateView.as_view(),
+        name="judge_templates",
+    ),
     path("<int:judge_id>/key/", views_judges.JudgeKeyView.as_view(), name="judge_key"),
     path("runs/<int:run_id>/", views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:run_id>/progress.json", views.RunProgressView.as_view(), name="run_progress"),

@@ -28,6 +28,7 @@ Any other text in braces is left as written, so templates may contain JSON or co
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -364,3 +365,58 @@ def template_render(
         "conversation": conversation,
     }
     return _VARIABLE.sub(lambda match: values[match.group(1)], template_text)
+
+
+# A variable name in braces, however many braces and spaces surround it.
+_BRACED_NAME = re.compile(r"(\{+)(\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*)(\}+)")
+# A variable's name with a brace on one side only: "{question" or "question}".
+_UNCLOSED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_}])")
+_UNOPENED = re.compile(r"(?<![{A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def template_check(text: str, *, filled: tuple[str, ...] | frozenset[str]) -> list[str]:
+    """What is wrong with a template's braces, one message per problem, naming the variable.
+
+    `filled` are the variables this template is given (the others render as empty text). An
+    unknown name in braces (``{questoin}``), a known variable that this template leaves empty
+    (``{reference}`` outside a reference template), a variable in doubled braces or with spaces
+    (``{{question}}``, ``{ question }``) and a variable's name with a brace on one side only
+    (``{question``, ``question}``) are problems; other braces (JSON, code) are left as written.
+    """
+    problems: list[str] = []
+    braced: list[tuple[int, int]] = []
+    for match in _BRACED_NAME.finditer(text):
+        braced.append(match.span())
+        opening, space_before, name, space_after, closing = match.groups()
+        line = _line_of(text, match.start())
+        written = match.group(0)
+        if name not in VARIABLES:
+            close = difflib.get_close_matches(name.lower(), VARIABLES, n=1, cutoff=0.6)
+            hint = f"; did you mean {{{close[0]}}}?" if close else "."
+            problems.append(f"Line {line}: unknown variable {{{name}}}{hint}")
+        elif len(opening) > 1 or len(closing) > 1 or space_before or space_after:
+            problems.append(
+                f"Line {line}: {written!r} is not filled in; write the variable {name} as "
+                f"{{{name}}}, one brace on each side and no spaces."
+            )
+        elif name not in filled:
+            problems.append(
+                f"Line {line}: {{{name}}} is not given to this template (it would be sent "
+                "empty); this template's variables are "
+                + ", ".join("{" + known + "}" for known in VARIABLES if known in filled)
+                + "."
+            )
+    for pattern, missing in ((_UNCLOSED, "closing"), (_UNOPENED, "opening")):
+        for match in pattern.finditer(text):
+            name = match.group(1)
+            inside = any(start <= match.start() < end for start, end in braced)
+            if name in VARIABLES and not inside:
+                line = _line_of(text, match.start())
+                problems.append(
+                    f"Line {line}: the variable {name} lacks its {missing} brace; write {{{name}}}."
+                )
+    return problems

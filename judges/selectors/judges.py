@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from annotation.models import Study
+from annotation.models import Pair, Study
 from annotation.selectors.checklist import ChecklistItem
 from judges.models import Judge
 from judges.services.judges import RUNNABLE_KINDS, judge_readiness
@@ -40,3 +40,32 @@ def judges_checklist_item(study: Study) -> ChecklistItem:
         blocking=False,
         link="judges:run_list",
     )
+
+
+PREVIEW_PAIR_CHOICES = 40
+
+
+def template_preview_pairs(*, study: Study) -> list[Pair]:
+    """Pairs to preview a template on: the first of each category and turn (so a reference
+    category and a later turn are there to pick), then the study's first pairs, up to
+    PREVIEW_PAIR_CHOICES, with their prompts."""
+    pairs = Pair.objects.filter(study=study).select_related("prompt")
+    firsts = list(
+        pairs.order_by("prompt__category", "turn", "pk").distinct("prompt__category", "turn")[
+            :PREVIEW_PAIR_CHOICES
+        ]
+    )
+    chosen = {pair.pk: pair for pair in firsts}
+    for pair in pairs.order_by("pk")[:PREVIEW_PAIR_CHOICES]:
+        if len(chosen) >= PREVIEW_PAIR_CHOICES:
+            break
+        chosen.setdefault(pair.pk, pair)
+    return sorted(chosen.values(), key=lambda pair: pair.pk)
+
+
+def template_preview_pair(*, study: Study, pair_id: int | None) -> Pair | None:
+    """The study's pair with that id, else its first pair, with the prompt and both answers;
+    None when the study has no pair."""
+    pairs = Pair.objects.filter(study=study).select_related("prompt", "answer_a", "answer_b")
+    chosen = pairs.filter(pk=pair_id).first() if pair_id is not None else None
+    return chosen or pairs.order_by("pk").first()

@@ -165,6 +165,9 @@ def judge_run_start(
     now = timezone.now()
     grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
     with transaction.atomic():
+        # The judge's row, locked as a template edit locks it (judges.services.templates): an
+        # edit either sees this run and is refused, or lands before any of its calls is made.
+        Judge.objects.select_for_update().filter(pk=judge.pk).first()
         study_run_place_take(study=study)
         run = JudgeRun.objects.create(
             judge=judge,

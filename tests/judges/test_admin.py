@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from judges.llm.prompts import TEMPLATES
-from judges.models import Judge, template_hash
+from judges.models import Judge, JudgeRun, template_hash
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -102,3 +102,18 @@ def test_an_admin_seats_a_panels_members_and_a_nested_panel_is_refused(admin_cli
         ("m1", 2),
         ("m2", 1),
     ]
+
+
+def test_the_admin_keeps_the_templates_of_a_judge_with_runs(admin_client, cast):
+    admin_client.post(reverse("admin:judges_judge_add"), form_data())
+    judge = Judge.objects.get(name="gpt-4")
+    url = reverse("admin:judges_judge_change", args=[judge.pk])
+    changed = form_data(prompt_template="Compare {answer_first} and {answer_second}.")
+    JudgeRun.objects.create(judge=judge, study=cast.study)
+    response = admin_client.post(url, changed)
+    assert response.status_code == 200
+    assert "This judge has runs" in response.content.decode()
+    judge.refresh_from_db()
+    assert judge.prompt_template == TEMPLATES["likert_no_position"].text
+    renamed = form_data(prompt_template=judge.prompt_template, start_from="", name="gpt-4 old")
+    assert admin_client.post(url, renamed).status_code == 302
