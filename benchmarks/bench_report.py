@@ -88,11 +88,13 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int, slug: str = "ben
         prompt_ids = [row[0] for row in cursor.fetchall()]
         with raw.copy(
             "COPY annotation_answer (prompt_id, system_id, turns, leak_matches, leak_flagged, "
-            "created_at) FROM STDIN"
+            "leak_remedy, leak_note, created_at) FROM STDIN"
         ) as copy:
             for prompt_id in prompt_ids:
                 for system in systems:
-                    copy.write_row((prompt_id, system.pk, '["a"]', "[]", False, "2026-01-01"))
+                    copy.write_row(
+                        (prompt_id, system.pk, '["a"]', "[]", False, "", "", "2026-01-01")
+                    )
         cursor.execute(
             "SELECT a.id, a.prompt_id FROM annotation_answer a JOIN annotation_prompt p "
             "ON p.id = a.prompt_id WHERE p.study_id = %s ORDER BY a.id",
@@ -134,7 +136,8 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int, slug: str = "ben
         n_workers = 2000
         with raw.copy(
             "COPY annotation_worker (study_id, panel, external_id, state, panel_session_id, "
-            "session_key, state_reason, finished_full, excluded, created_at) FROM STDIN"
+            "session_key, state_reason, finished_full, excluded, prolific_verification, "
+            "prolific_status, created_at) FROM STDIN"
         ) as copy:
             for w in range(n_workers):
                 copy.write_row(
@@ -148,6 +151,8 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int, slug: str = "ben
                         "",
                         False,
                         False,
+                        "",
+                        "",
                         "2026-01-01",
                     )
                 )
@@ -201,7 +206,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int, slug: str = "ben
                 )
         per_run = calls // (2 * judges)
         with raw.copy(
-            'COPY judges_judgecall (run_id, pair_id, "order", status, request, raw_output, '
+            'COPY judges_judgecall (run_id, pair_id, turn, "order", status, request, raw_output, '
             "likert_shown, likert, preference, verdict_label, values, parse_error, refusal, "
             "error, tokens_in, tokens_out, cost_usd, model_version_reported, attempts, "
             "lease_token, unrecorded_requests, attempt_errors, created_at) FROM STDIN"
@@ -220,6 +225,7 @@ def fill(*, judgments: int, calls: int, judges: int, seed: int, slug: str = "ben
                             (
                                 run.pk,
                                 int(pair_ids[k]),
+                                1,
                                 order,
                                 "done",
                                 "{}",
