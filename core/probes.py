@@ -8,7 +8,9 @@ one waits (or runs) gets that same test back and queues nothing (the cache's ato
 
 Keys (the cache, so CACHE_URL's Redis): `probe:<kind>:<subject>:pending` holds the pending test's
 id until its task stores the answer or `pending_seconds` pass (a lost message or a dead worker
-frees it then); `probe:<kind>:<subject>:<id>` holds the answer for PROBE_ANSWER_SECONDS.
+frees it then); `probe:<kind>:<subject>:<id>` holds the answer for PROBE_ANSWER_SECONDS, and
+`...:<id>:progress` how far a long job has come (probe_progress: a step, a count done and a
+total), which the pending state carries so that the page can show a bar.
 """
 
 from __future__ import annotations
@@ -79,6 +81,18 @@ def probe_detail(*, kind: str, subject: int, probe_id: str) -> str:
     return str(cache.get(_answer_key(kind, subject, probe_id) + ":detail") or "")
 
 
+def probe_progress(
+    *, kind: str, subject: int, probe_id: str, step: str, done: int, total: int
+) -> None:
+    """Record how far the test's job has come: `done` of `total` units of `step` (one cache
+    write; the job calls it once per batch of work, never once per row)."""
+    cache.set(
+        _answer_key(kind, subject, probe_id) + ":progress",
+        {"step": step, "done": done, "total": total},
+        timeout=PROBE_ANSWER_SECONDS,
+    )
+
+
 def probe_finish(*, kind: str, subject: int, probe_id: str, answer: dict[str, Any]) -> None:
     """Store a test's answer and free the subject for the next test."""
     cache.set(_answer_key(kind, subject, probe_id), answer, timeout=PROBE_ANSWER_SECONDS)
@@ -88,11 +102,13 @@ def probe_finish(*, kind: str, subject: int, probe_id: str, answer: dict[str, An
 
 def probe_state(*, kind: str, subject: int, probe_id: str) -> dict[str, Any]:
     """{"state": "done", ...the answer} once stored, {"state": "pending"} while its task has not
-    answered, {"state": "lost"} for a test nobody answered in time (or an unknown id)."""
+    answered (with "progress": {"step", "done", "total"} once its job recorded some), {"state":
+    "lost"} for a test nobody answered in time (or an unknown id)."""
     if PROBE_ID.match(probe_id):
         answer = cache.get(_answer_key(kind, subject, probe_id))
         if answer is not None:
             return {"state": "done", **answer}
         if probe_pending(kind=kind, subject=subject) == probe_id:
-            return {"state": "pending"}
+            progress = cache.get(_answer_key(kind, subject, probe_id) + ":progress")
+            return {"state": "pending", **({"progress": progress} if progress else {})}
     return {"state": "lost"}

@@ -16,7 +16,7 @@ import itertools
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
@@ -36,6 +36,11 @@ _SOURCES: dict[Strategy, Pair.Source] = {
     "sample": Pair.Source.SAMPLE,
     "contrast": Pair.Source.CONTRAST,
 }
+
+Progress = Callable[[int, int], None]
+"""Told (written, total) as a generation writes its pairs: once before the first batch, then
+after each batch of PAIRS_WRITE_BATCH rows (pairs_jobs shows it on the pairs page)."""
+PAIRS_WRITE_BATCH = 1000
 
 AnswerKey = tuple[int, int]
 """An unordered pair of answers in canonical order: (smaller id, larger id)."""
@@ -149,6 +154,16 @@ def _existing_pairs(study: Study) -> dict[tuple[int, int, int], Pair]:
     return {(pair.answer_a_id, pair.answer_b_id, pair.turn): pair for pair in pairs}
 
 
+def _pairs_write(rows: Sequence[Pair], progress: Progress | None) -> None:
+    """Insert the new pairs in batches of PAIRS_WRITE_BATCH, telling `progress` after each."""
+    if progress is not None:
+        progress(0, len(rows))
+    for start in range(0, len(rows), PAIRS_WRITE_BATCH):
+        Pair.objects.bulk_create(rows[start : start + PAIRS_WRITE_BATCH])
+        if progress is not None:
+            progress(min(start + PAIRS_WRITE_BATCH, len(rows)), len(rows))
+
+
 def _usable(answers: Iterable[Answer]) -> tuple[list[Answer], int]:
     usable: list[Answer] = []
     skipped = 0
@@ -169,6 +184,7 @@ def pairs_generate(
     k: int | None = None,
     turns: TurnsSpec = "all",
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> PairsResult:
     """Create the study's regular pairs by `strategy`, one pair per selected turn.
 
@@ -184,7 +200,8 @@ def pairs_generate(
 
     Answers flagged for an identity leak and not cleared are left out and counted. Each chosen
     answer pair gets one pair per turn in `turns` ("all": 1..N, "last": N, or a list).
-    Locks the study row for the transaction.
+    `progress` is told how many of the new pairs are written as they are. Locks the study row
+    for the transaction.
     """
     if strategy not in STRATEGIES:
         raise PairsGenerationError(
@@ -252,7 +269,7 @@ def pairs_generate(
                         source=source,
                     )
                 )
-    Pair.objects.bulk_create(to_create, batch_size=1000)
+    _pairs_write(to_create, progress)
     return PairsResult(
         created=len(to_create),
         already_present=already_present,
@@ -314,7 +331,11 @@ def gold_target(*, gold_share: Decimal, regular: int) -> int | None:
 
 @transaction.atomic
 def gold_pairs_generate(
-    *, study: Study, kind: GoldKind = "first_vs_last", seed: int = 0
+    *,
+    study: Study,
+    kind: GoldKind = "first_vs_last",
+    seed: int = 0,
+    progress: Progress | None = None,
 ) -> PairsResult:
     """Add gold pairs from ranked prompts until the study's gold share is reached.
 
@@ -331,7 +352,8 @@ def gold_pairs_generate(
 
     When a regular pair for the same answers and turn exists, that pair is marked gold (keeping
     its source) instead of creating a duplicate, which the unique constraint forbids; marking
-    lowers R by one. Pairs already gold are counted as already present. Locks the study row.
+    lowers R by one. Pairs already gold are counted as already present. `progress` is told how
+    many of the new gold pairs are written. Locks the study row.
     """
     if kind not in GOLD_KINDS:
         raise PairsGenerationError(
@@ -392,7 +414,7 @@ def gold_pairs_generate(
             )
         gold += 1
     Pair.objects.bulk_update(to_mark, ["is_gold", "gold_side", "gold_kind"], batch_size=1000)
-    Pair.objects.bulk_create(to_create, batch_size=1000)
+    _pairs_write(to_create, progress)
     return PairsResult(
         created=len(to_create),
         already_present=already_present,

@@ -5,7 +5,9 @@ gunicorn's timeout. Now the click records a pending generation of the study (cor
 cache's atomic add, so one per study is queued or running at a time; a second click gets the
 pending one back and queues nothing) with what the form asked, and queues
 `annotation.pairs_generate`; the worker runs the regular and the gold pairs in one transaction
-(all or nothing) and stores the outcome, which the page polls. The management command
+(all or nothing) and stores the outcome, which the page polls. While it writes, the worker
+records how many of the step's new pairs are written (core.probes.probe_progress, once per batch
+of PAIRS_WRITE_BATCH rows), and the page shows it as a bar. The management command
 `generate_pairs` still calls the services directly, in its own process.
 """
 
@@ -20,11 +22,20 @@ from annotation.models import Study, System
 from annotation.services.pairs import (
     PairsGenerationError,
     PairsResult,
+    Progress,
     gold_pairs_generate,
     pairs_generate,
 )
 from core.broker import task_send
-from core.probes import Probe, probe_detail, probe_finish, probe_pending, probe_start, probe_state
+from core.probes import (
+    Probe,
+    probe_detail,
+    probe_finish,
+    probe_pending,
+    probe_progress,
+    probe_start,
+    probe_state,
+)
 from core.queues import Queue
 from core.tasks import failure_reason
 
@@ -81,7 +92,16 @@ def pairs_generation_start(
     )
 
 
-def _generate(study: Study, asked: dict[str, Any]) -> list[str]:
+def _progress(study: Study, probe_id: str, step: str) -> Progress:
+    def tell(done: int, total: int) -> None:
+        probe_progress(
+            kind=PAIRS_PROBE, subject=study.pk, probe_id=probe_id, step=step, done=done, total=total
+        )
+
+    return tell
+
+
+def _generate(study: Study, probe_id: str, asked: dict[str, Any]) -> list[str]:
     lines = []
     with transaction.atomic():
         if asked["strategy"]:
@@ -97,10 +117,16 @@ def _generate(study: Study, asked: dict[str, Any]) -> list[str]:
                 k=asked["k"],
                 turns=asked["turns"],
                 seed=asked["seed"],
+                progress=_progress(study, probe_id, f"{asked['strategy']} pairs written"),
             )
             lines.append(result_line(f"{asked['strategy']} pairs", result))
         if asked["gold"]:
-            gold = gold_pairs_generate(study=study, kind=asked["gold"], seed=asked["seed"])
+            gold = gold_pairs_generate(
+                study=study,
+                kind=asked["gold"],
+                seed=asked["seed"],
+                progress=_progress(study, probe_id, "gold pairs written"),
+            )
             lines.append(result_line(f"Gold pairs ({asked['gold']})", gold))
     return lines
 
@@ -118,7 +144,7 @@ def pairs_generation_run(*, study_id: int) -> bool:
         answer = {"ok": False, "message": "Pairs not generated: the request was lost."}
     else:
         try:
-            lines = _generate(study, json.loads(raw))
+            lines = _generate(study, probe_id, json.loads(raw))
         except PairsGenerationError as exc:
             answer = {"ok": False, "message": f"Pairs not generated: {exc}"}
         except Exception as exc:
@@ -137,5 +163,6 @@ def pairs_generation_pending(*, study: Study) -> str | None:
 
 
 def pairs_generation_state(*, study: Study, probe_id: str) -> dict[str, Any]:
-    """{"state": "pending"}, {"state": "done", "ok", "message"} or {"state": "lost"}."""
+    """{"state": "pending"} (with "progress": {"step", "done", "total"} once the worker writes),
+    {"state": "done", "ok", "message"} or {"state": "lost"}."""
     return probe_state(kind=PAIRS_PROBE, subject=study.pk, probe_id=probe_id)

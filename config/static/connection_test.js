@@ -1,6 +1,7 @@
-// A connection test made by a worker (core/probes.py): while the test is pending, poll its state
-// every second and show its answer in place, after the element's data-ok-prefix or
-// data-fail-prefix, or that no worker took it.
+// A connection test or a job made by a worker (core/probes.py): while it is pending, poll its
+// state every second, redraw its progress ("step: N of M" and a bar) when the job records some,
+// and show its answer in place, after the element's data-ok-prefix or data-fail-prefix, or that
+// no worker took it.
 (function () {
   "use strict";
   var box = document.getElementById("connection-test");
@@ -19,11 +20,24 @@
     box.setAttribute("data-state", data.state);
   }
 
+  function progress(data) {
+    var p = data.progress;
+    box.textContent = p.step + ": " + p.done + " of " + p.total + " ";
+    var bar = document.createElement("progress");
+    bar.max = p.total > 0 ? p.total : 1;
+    bar.value = p.done;
+    box.appendChild(bar);
+  }
+
   function poll() {
     fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (data) {
-        if (!data || data.state === "pending") { setTimeout(poll, 1000); return; }
+        if (!data || data.state === "pending") {
+          if (data && data.progress) { progress(data); }
+          setTimeout(poll, 1000);
+          return;
+        }
         show(data);
       })
       .catch(function () { setTimeout(poll, 1000); });

@@ -19,7 +19,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 DEFAULT_BACKBONE = "all-MiniLM-L6-v2"
 ENCODE_BATCH_SIZE = 32
+# How many missing texts are encoded between two progress reports (embed's `progress`).
+ENCODE_PROGRESS_CHUNK = 256
 
 
 class BackboneNotFound(ApplicationError):
@@ -160,11 +162,18 @@ def _store(path: Path, vector: np.ndarray) -> None:
         raise
 
 
-def embed(texts: Sequence[str], *, backbone: str = DEFAULT_BACKBONE) -> Embedded:
+def embed(
+    texts: Sequence[str],
+    *,
+    backbone: str = DEFAULT_BACKBONE,
+    progress: Callable[[int, int], None] | None = None,
+) -> Embedded:
     """Embed texts, reading cached vectors and encoding (then caching) only the missing ones.
 
     Each distinct text is encoded at most once per call; texts longer than the encoder's window
     are truncated by it, and counted in `truncated` (only among the texts encoded now).
+    `progress` is told (distinct texts embedded, distinct texts) once the cache is read and
+    after each ENCODE_PROGRESS_CHUNK texts encoded.
     """
     folder = cache_folder(backbone)
     keys = [text_hash(text) for text in texts]
@@ -180,26 +189,38 @@ def embed(texts: Sequence[str], *, backbone: str = DEFAULT_BACKBONE) -> Embedded
             missing[key] = text
     cached = len(found)
     truncated = 0
-    if missing:
-        new_texts = list(missing.values())
-        truncated = count_truncated(new_texts, backbone=backbone)
+    distinct = cached + len(missing)
+    if progress is not None:
+        progress(cached, distinct)
+    pending = list(missing.items())
+    for start in range(0, len(pending), ENCODE_PROGRESS_CHUNK):
+        chunk = pending[start : start + ENCODE_PROGRESS_CHUNK]
+        new_texts = [text for _, text in chunk]
+        truncated += count_truncated(new_texts, backbone=backbone)
         vectors = encode_uncached(new_texts, backbone=backbone)
-        for key, vector in zip(missing, vectors, strict=True):
+        for (key, _), vector in zip(chunk, vectors, strict=True):
             _store(_path_for(folder, key), vector)
             found[key] = vector
+        if progress is not None:
+            progress(cached + start + len(chunk), distinct)
     if not keys:
         return Embedded(np.zeros((0, 0), dtype=np.float32), 0, 0, 0)
     matrix = np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
     return Embedded(matrix, encoded=len(missing), cached=cached, truncated=truncated)
 
 
-def embed_texts(texts: Sequence[str], *, backbone: str = DEFAULT_BACKBONE) -> np.ndarray:
+def embed_texts(
+    texts: Sequence[str],
+    *,
+    backbone: str = DEFAULT_BACKBONE,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """Return the L2-normalised float32 embeddings of texts, shape [n, d], cached per text.
 
     Retraining or rescoring never re-encodes a text seen before with the same backbone weights.
     Raise BackboneNotFound when the backbone cannot be loaded.
     """
-    result = embed(texts, backbone=backbone)
+    result = embed(texts, backbone=backbone, progress=progress)
     if result.vectors.size == 0:
         dimension = int(load_encoder(backbone).get_embedding_dimension())
         return np.zeros((0, dimension), dtype=np.float32)

@@ -9,6 +9,7 @@ table itself). Items for workers and pairwise judges then come from the "contras
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from annotation.models import ContrastSet, Prompt, Study, System
@@ -55,12 +56,14 @@ def contrast_set_build(
     best: ContrastSet.Best = ContrastSet.Best.FIRST_RANKED,
     system: System | None = None,
     backbone: str = DEFAULT_BACKBONE,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ContrastBuild:
     """Pair the study's prompts whose first-turn questions have cosine in [low, high] and store
     them with each prompt's best answer; raise ContrastBuildError saying how many pairs were
     found and why none qualify when there are none.
 
-    Only prompts with a best answer take part. Embedding happens before any transaction; the
+    Only prompts with a best answer take part. Embedding happens before any transaction (and
+    `progress` is told how many distinct questions are embedded, as embed_texts tells it); the
     store is one transaction (all pairs or none).
     """
     if system is not None and system.study_id != study.pk:
@@ -72,7 +75,7 @@ def contrast_set_build(
     usable = [prompt for prompt in prompts if prompt.pk in chosen]
     questions = [str((prompt.turns or [""])[0]) for prompt in usable]
     selection = contrast_pairs_select(
-        embed_texts(questions, backbone=backbone), low=low, high=high, seed=seed
+        embed_texts(questions, backbone=backbone, progress=progress), low=low, high=high, seed=seed
     )
     message = selection.explain()
     left_out = len(prompts) - len(usable)

@@ -5,7 +5,9 @@ a pending build of the study (core.probes: one per study queued or running at a 
 click gets the pending one back and queues nothing) and queues `leaderboard.contrast_set_build`;
 the worker calls `contrast_set_build` with the defaults and stores the outcome for the page: the
 pairs found, and when none, the service's counts (pairs above and below the window) and the
-nearest cosine. The command `build_contrast_set` still builds in its own process.
+nearest cosine. While it embeds the questions (nearly all of a build's time) the worker records
+how many are embedded (core.probes.probe_progress, once per ENCODE_PROGRESS_CHUNK questions),
+and the page shows it as a bar. The command `build_contrast_set` still builds in its own process.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from annotation.models import Study
 from annotation.services.contrast import ContrastSetError
 from core.broker import task_send
-from core.probes import Probe, probe_finish, probe_pending, probe_start, probe_state
+from core.probes import Probe, probe_finish, probe_pending, probe_progress, probe_start, probe_state
 from core.queues import Queue
 from core.tasks import failure_reason
 from judges.reward.encoder import BackboneNotFound
@@ -51,7 +53,18 @@ def contrast_build_run(*, study_id: int) -> bool:
         answer = {"ok": False, "message": "Contrast set not built: the study is gone."}
     else:
         try:
-            built = contrast_set_build(study=study)
+
+            def tell(done: int, total: int) -> None:
+                probe_progress(
+                    kind=CONTRAST_PROBE,
+                    subject=study_id,
+                    probe_id=probe_id,
+                    step="questions embedded",
+                    done=done,
+                    total=total,
+                )
+
+            built = contrast_set_build(study=study, progress=tell)
         except (ContrastBuildError, ContrastSetError, BackboneNotFound) as exc:
             answer = {"ok": False, "message": f"Contrast set not built: {exc}"}
         except Exception as exc:
@@ -71,5 +84,6 @@ def contrast_build_pending(*, study: Study) -> str | None:
 
 
 def contrast_build_state(*, study: Study, probe_id: str) -> dict[str, Any]:
-    """{"state": "pending"}, {"state": "done", "ok", "message"} or {"state": "lost"}."""
+    """{"state": "pending"} (with "progress": {"step", "done", "total"} while the worker embeds),
+    {"state": "done", "ok", "message"} or {"state": "lost"}."""
     return probe_state(kind=CONTRAST_PROBE, subject=study.pk, probe_id=probe_id)

@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import Pair, System
 from annotation.roles import Role
+from annotation.services import pairs_jobs
 from annotation.services.pairs import PairsGenerationError, pairs_generate
 from annotation.services.pairs_jobs import pairs_generation_run
 from annotation.tasks import pairs_generate_task
@@ -123,6 +124,38 @@ def test_posting_the_form_queues_the_generation_and_the_worker_makes_the_pairs(
     assert Pair.objects.filter(study=cast.study, source=Pair.Source.BASELINE).count() == 6
     done = client.get(response["Location"]).content.decode()
     assert "baseline pairs: 6 created" in done and "connection_test.js" not in done
+
+
+def test_the_polled_status_counts_the_pairs_written_while_the_worker_writes(
+    cast: Cast, queue: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_prompts(cast.study, 2)  # 12 pairs of all systems
+    monkeypatch.setattr("annotation.services.pairs.PAIRS_WRITE_BATCH", 5)
+    client = client_for(cast.researcher)
+    response = client.post(url(cast), {"strategy": "all", "turns": "all", "seed": 0})
+    generation_id = response["Location"].split("?generation=")[1]
+    status_url = f"{url(cast)}generation/{generation_id}.json"
+    assert client.get(status_url).json() == {"state": "pending"}  # queued: no count yet
+    polled: list[dict[str, Any]] = []
+    pages: list[str] = []
+    record = pairs_jobs.probe_progress
+
+    def record_and_poll(**kwargs: Any) -> None:
+        # The worker records its count; the page's poll, made right then, reads it.
+        record(**kwargs)
+        polled.append(client.get(status_url).json())
+        pages.append(client.get(response["Location"]).content.decode())
+
+    monkeypatch.setattr("annotation.services.pairs_jobs.probe_progress", record_and_poll)
+    status = run_generation(client, cast, response)
+    assert [poll["state"] for poll in polled] == ["pending"] * 4
+    assert [poll["progress"] for poll in polled] == [
+        {"step": "all pairs written", "done": done, "total": 12} for done in (0, 5, 10, 12)
+    ]
+    assert "all pairs written: 5 of 12" in pages[1]
+    assert '<progress max="12" value="5">' in pages[1] and "connection_test.js" in pages[1]
+    assert status["ok"] is True and "all pairs: 12 created" in status["message"]
+    assert "progress" not in status
 
 
 def test_a_second_click_while_one_is_queued_queues_nothing(cast: Cast, queue: None) -> None:

@@ -4,15 +4,18 @@ page shows what the worker found (real PostgreSQL, Redis and sentence encoder on
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
-from django.conf import settings
+from django.conf import LazySettings, settings
 from django.core.cache import cache
 from django.test import Client
 
 from annotation.models import ContrastSet
 from core.broker import queue_length
 from core.queues import Queue
+from leaderboard.services import contrast_jobs
 from leaderboard.tasks import contrast_set_build_task
 from tests.annotation.test_pairs_page import client_for
 from tests.conftest import Cast
@@ -64,6 +67,38 @@ def test_the_click_queues_a_build_and_the_worker_stores_the_set(cast: Cast, queu
     page = client.get(location).content.decode()
     assert "Found 2 contrast pair(s) among 6 prompts" in page
     assert "Seed 0: 2 pair(s)" in page
+
+
+def test_the_polled_status_counts_the_questions_embedded_while_the_worker_embeds(
+    cast: Cast, queue: None, monkeypatch: pytest.MonkeyPatch, settings: LazySettings, tmp_path: Path
+) -> None:
+    settings.CONCORD_REWARD_CACHE_DIR = tmp_path  # nothing embedded yet: all 6 are encoded now
+    monkeypatch.setattr("judges.reward.encoder.ENCODE_PROGRESS_CHUNK", 4)
+    make_study(cast.study, list(QUESTIONS))
+    client = client_for(cast.researcher)
+    location = click(client, cast)
+    status_url = f"{url(cast)}build/{location.split('?build=')[1]}.json"
+    assert client.get(status_url).json() == {"state": "pending"}
+    polled: list[dict[str, Any]] = []
+    pages: list[str] = []
+    record = contrast_jobs.probe_progress
+
+    def record_and_poll(**kwargs: Any) -> None:
+        # The worker records its count; the page's poll, made right then, reads it.
+        record(**kwargs)
+        polled.append(client.get(status_url).json())
+        pages.append(client.get(location).content.decode())
+
+    monkeypatch.setattr("leaderboard.services.contrast_jobs.probe_progress", record_and_poll)
+    assert contrast_set_build_task(cast.study.pk)
+    assert [poll["state"] for poll in polled] == ["pending"] * 3
+    assert [poll["progress"] for poll in polled] == [
+        {"step": "questions embedded", "done": done, "total": 6} for done in (0, 4, 6)
+    ]
+    assert "questions embedded: 4 of 6" in pages[1]
+    assert '<progress max="6" value="4">' in pages[1]
+    done = client.get(status_url).json()
+    assert done["state"] == "done" and done["ok"] and "progress" not in done
 
 
 def test_too_few_pairs_show_the_counts_and_the_nearest_cosine(cast: Cast, queue: None) -> None:
