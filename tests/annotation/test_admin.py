@@ -296,14 +296,21 @@ def test_saving_a_judge_sets_its_template_hash_and_never_shows_the_key(
     cast: Cast, rows: Pair, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CONCORD_JUDGE_KEY_TEST", "sk-very-secret-value")
-    judge = Judge.objects.get(name="gpt-judge")
+    # A judge with no runs yet: one with runs keeps its template (tests/judges/test_admin.py).
+    judge = Judge.objects.create(
+        name="fresh-judge",
+        kind=Judge.Kind.LLM,
+        model_name="gpt-4",
+        api_key_env="CONCORD_JUDGE_KEY_TEST",
+        prompt_template="Compare {a} and {b}.",
+    )
     client = client_for(cast.admin)
     url = reverse("admin:judges_judge_change", args=[judge.pk])
     page = client.get(url).content.decode()
     assert "CONCORD_JUDGE_KEY_TEST" in page
     assert "sk-very-secret-value" not in page
     form = {
-        "name": "gpt-judge",
+        "name": "fresh-judge",
         "kind": "llm",
         "model_name": "gpt-4",
         "model_version": "0613",
