@@ -50,26 +50,46 @@ def client_make(*, meta: Mapping[str, str], session_key: str | None) -> Client:
     return Client(key=digest[:32], session_key=session_key)
 
 
-def _bucket_add(name: str, *, limit: int) -> bool:
-    """Count one event in a fixed one-minute window (Django's cache, Redis in production).
+# Entry limits are per minute, counted in a sliding window: this minute's count plus the
+# previous minute's, weighted by how much of it still lies within the last 60 seconds (the
+# sliding-window counter approximation). A fixed window would let a burst that straddles the
+# turn of a minute through at twice the limit.
+WINDOW_SECONDS = 60
 
-    Return False once the window holds more than `limit` events.
+
+def _bucket_keys(name: str) -> tuple[str, str, float]:
+    """This window's key, the previous window's key and the share of this window elapsed."""
+    window, into = divmod(timezone.now().timestamp(), WINDOW_SECONDS)
+
+    def key(index: float) -> str:
+        return "concord:entry:" + hashlib.sha256(f"{name}:{int(index)}".encode()).hexdigest()
+
+    return key(window), key(window - 1), into / WINDOW_SECONDS
+
+
+def _bucket_estimate(*, current: int, previous_key: str, elapsed: float) -> float:
+    return current + int(cache.get(previous_key, 0)) * (1.0 - elapsed)
+
+
+def _bucket_add(name: str, *, limit: int) -> bool:
+    """Count one event in the sliding one-minute window (Django's cache, Redis in production).
+
+    Return False once the last minute holds more than `limit` events.
     """
-    window = int(timezone.now().timestamp() // 60)
-    key = "concord:entry:" + hashlib.sha256(f"{name}:{window}".encode()).hexdigest()
-    cache.add(key, 0, timeout=120)
+    key, previous_key, elapsed = _bucket_keys(name)
+    cache.add(key, 0, timeout=3 * WINDOW_SECONDS)
     try:
         count = cache.incr(key)
     except ValueError:  # evicted between add and incr
-        cache.set(key, 1, timeout=120)
+        cache.set(key, 1, timeout=3 * WINDOW_SECONDS)
         count = 1
-    return count <= limit
+    return _bucket_estimate(current=count, previous_key=previous_key, elapsed=elapsed) <= limit
 
 
 def _bucket_full(name: str, *, limit: int) -> bool:
-    window = int(timezone.now().timestamp() // 60)
-    key = "concord:entry:" + hashlib.sha256(f"{name}:{window}".encode()).hexdigest()
-    return int(cache.get(key, 0)) >= limit
+    key, previous_key, elapsed = _bucket_keys(name)
+    current = int(cache.get(key, 0))
+    return _bucket_estimate(current=current, previous_key=previous_key, elapsed=elapsed) >= limit
 
 
 def entry_link_signature(*, study: Study) -> str:
