@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from annotation.models import Answer, Pair, Preference, Study
+from annotation.models import Answer, Pair, Preference, Prompt, Study
 
 
 class OutputFormat(models.TextChoices):
@@ -386,6 +386,72 @@ class JudgeCall(models.Model):
 
     def __str__(self) -> str:
         return f"call {self.pk} ({self.order})"
+
+
+class ReferenceCall(models.Model):
+    """One reference judge asked for one prompt's reference answer: the ledger of what writing
+    references cost (judges.services.references). Unique per (judge, prompt): whatever the
+    retries, a prompt is asked of a judge on one row, whose tokens and cost sum every reply that
+    came back (a refused or empty reply was paid too), and a done row is never asked again.
+
+    Not a JudgeCall: those judge a pair or an answer (call_pair_or_answer_v2) within a run. The
+    report counts these costs in the cost of every run whose judge reads the references
+    (leaderboard.selectors.extras.report_costs_get). `request` is the request as sent (without
+    the key); `stored` says whether the reply became the prompt's reference (False when another
+    writer, or an import, set one first). Like a judge call, a running row is held by the worker
+    whose `lease_token` it carries until `lease_expires_at`; `unrecorded_requests` counts the
+    requests that may have been paid without their reply being recorded.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    # Read through reference_call_study_id and reference_call_study_finished, which lead with it.
+    study = models.ForeignKey(
+        Study, on_delete=models.CASCADE, related_name="reference_calls", db_index=False
+    )
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="reference_calls")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="reference_calls")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    # The Idempotency-Key of its requests: kept while no reply came back (a gateway that saw the
+    # request answers the resend from its cache), new after a reply that was refused or empty.
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    request = models.JSONField(default=dict, blank=True, help_text="The request as sent.")
+    reply = models.TextField(blank=True)
+    stored = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=8, default=Decimal(0))
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    model_version_reported = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    unrecorded_requests = models.PositiveSmallIntegerField(default=0)
+    lease_token = models.CharField(max_length=32, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study_id", "prompt_id", "judge_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["judge", "prompt"], name="reference_call_unique"),
+            models.CheckConstraint(
+                condition=Q(cost_usd__gte=0), name="reference_call_cost_non_negative"
+            ),
+        ]
+        indexes = [
+            # The data fingerprint's latest reference call and latest finished one of a study.
+            models.Index(fields=["study", "id"], name="reference_call_study_id"),
+            models.Index(fields=["study", "finished_at"], name="reference_call_study_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"reference call {self.pk} ({self.status})"
 
 
 class AnswerScore(models.Model):

@@ -41,7 +41,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"categories {', '.join(result.categories)}: {len(result.written)} references "
             f"written ({result.source}), {len(result.failed)} failed, "
-            f"{len(result.kept)} set meanwhile and kept"
+            f"{len(result.kept)} set meanwhile and kept, {len(result.reused)} stored from the "
+            f"ledger's replies; {result.cost_usd} USD on the ledger (judges_referencecall)"
         )
         for failure in result.failed:
             self.stderr.write(f"prompt {failure.external_id}: no reference ({failure.reason})")
