@@ -26,12 +26,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from leaderboard.stats.ratings import (
-    bootstrap_battle_indices,
-    bradley_terry,
-    canonical_battle_order,
-    elo_bootstrap,
-)
+from leaderboard.stats.bradley_terry import bradley_terry
+from leaderboard.stats.elo import canonical_battle_order, elo_bootstrap
+from leaderboard.stats.elo_kernel import bootstrap_battle_indices
 from tests.leaderboard.reference_elo import online_elo
 
 SCORE_A = {"model_a": 1.0, "model_b": 0.0, "tie": 0.5}
@@ -75,7 +72,7 @@ FRESH = """
 import sys, time
 start = time.perf_counter()
 from benchmarks.bench_elo import make_battles
-from leaderboard.stats.ratings import elo_bootstrap, elo_kernel_warm
+from leaderboard.stats.elo import elo_bootstrap, elo_kernel_warm
 battles = make_battles(int(sys.argv[1]), int(sys.argv[2]), 0)
 if sys.argv[4] == "warm-start":
     elo_kernel_warm()  # what each analysis worker process does as it starts

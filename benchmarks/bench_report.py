@@ -283,7 +283,7 @@ def timed_report(
     from leaderboard.selectors.frames import VoteFilters, study_votes_get
     from leaderboard.selectors.snapshots import votes_data_hash
     from leaderboard.services import reports
-    from leaderboard.stats.ratings import elo_kernel_warm
+    from leaderboard.stats.elo import elo_kernel_warm
 
     # Load (or compile) the Elo kernels first, so that neither run pays it below.
     start = time.perf_counter()

@@ -16,7 +16,7 @@ from core.tasks import task
 from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
 from leaderboard.services.priority import pair_priorities_recompute, pair_priorities_refresh
 from leaderboard.services.reports import report_snapshot_compute
-from leaderboard.stats.ratings import elo_kernel_warm
+from leaderboard.stats.elo import elo_kernel_warm
 
 
 @task(name="leaderboard.export_build", queue=Queue.EXPORT, soft_time_limit=1200, time_limit=1380)

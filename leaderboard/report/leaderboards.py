@@ -22,14 +22,11 @@ from leaderboard.report.base import (
     Table,
     rounds_within,
 )
+from leaderboard.stats.bradley_terry import bradley_terry
 from leaderboard.stats.correlation import FEW_ITEMS, Correlation
+from leaderboard.stats.elo import elo_bootstrap, elo_bootstrap_ties_kept_and_dropped
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.ranking import RankCorrelation, rank_correlation
-from leaderboard.stats.ratings import (
-    bradley_terry,
-    elo_bootstrap,
-    elo_bootstrap_ties_kept_and_dropped,
-)
 
 KINDS = (
     ("bradley_terry", "bradley-terry", "Bradley-Terry (Elo scale, bootstrap 95% interval)"),

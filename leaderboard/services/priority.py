@@ -18,7 +18,7 @@ from annotation.services.priority import pair_priorities_store
 from core.tasks import SoftTimeLimitExceeded
 from judges.models import JudgeCall
 from leaderboard.stats.active import PriorityWeights, pair_priority, priority_terms
-from leaderboard.stats.ratings import bradley_terry
+from leaderboard.stats.bradley_terry import bradley_terry
 
 logger = logging.getLogger(__name__)
 

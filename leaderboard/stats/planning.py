@@ -33,8 +33,9 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as _st
 
+from leaderboard.stats.battles import SCORE_A
+from leaderboard.stats.bradley_terry import win_matrix_strengths
 from leaderboard.stats.correlation import correlation
-from leaderboard.stats.ratings import SCORE_A, win_matrix_strengths
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def rank_stability(
     draw of n battles over the cells (``rng = numpy.random.default_rng(seed)``,
     ``rng.multinomial(n, cell_counts / N)``): the distribution of n draws with replacement, at
     a cost that does not grow with n. Each round is fitted by the Bradley-Terry fit of
-    :func:`leaderboard.stats.ratings.bradley_terry` (ties as half a win, its ridge).
+    :func:`leaderboard.stats.bradley_terry.bradley_terry` (ties as half a win, its ridge).
     """
     if battles.empty:
         return [math.nan for _ in sizes]

@@ -12,7 +12,7 @@ After n labels the curve records
   (:func:`~leaderboard.stats.active.lure_weights`; all 1 for the random order), and the width of
   its percentile interval over prompts (:func:`~leaderboard.stats.active.weighted_agreement`);
 - Kendall's tau-b between the people's Bradley-Terry leaderboard on those n labels and the one on
-  the whole pool (:func:`leaderboard.stats.ratings.bradley_terry`, ties as half a win).
+  the whole pool (:func:`leaderboard.stats.bradley_terry.bradley_terry`, ties as half a win).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from leaderboard.stats.active import (
     selection_probabilities,
     weighted_agreement,
 )
+from leaderboard.stats.bradley_terry import bradley_terry
 from leaderboard.stats.ranking import rank_correlation
-from leaderboard.stats.ratings import bradley_terry
 
 Policy = Literal["random", "active", "neyman"]
 Estimator = Literal["weighted", "poststratified"]

@@ -1,4 +1,4 @@
-"""The plain per-battle reference of the Elo bootstrap that ``leaderboard.stats.ratings`` runs.
+"""The plain per-battle reference of the Elo bootstrap that ``leaderboard.stats.elo`` runs.
 
 Written for reading, not speed: Python integers for the random words, Python ``sorted`` for the
 canonical numbering, a dictionary of ratings and the LMSYS notebook's update one battle at a

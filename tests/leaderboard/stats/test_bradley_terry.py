@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
-from leaderboard.stats import ratings
-from leaderboard.stats.ratings import RATING_COLUMNS, bradley_terry
+from leaderboard.stats.battles import RATING_COLUMNS, encode_battles
+from leaderboard.stats.bradley_terry import _cells, _cluster_cells, bradley_terry
 
 STRENGTHS = {"gpt-4": 1250.0, "claude": 1150.0, "vicuna": 1000.0, "alpaca": 900.0, "llama": 700.0}
 
@@ -168,12 +168,10 @@ def test_a_prompt_round_weighs_each_cell_by_the_battles_of_the_prompts_drawn() -
     # battles lie on those prompts, a prompt drawn twice counting twice.
     battles = simulated_battles(4, 300, tie_share=0.2)
     prompts = np.random.default_rng(4).integers(0, 40, 300)
-    enc = ratings._encode(battles)
-    ca, cb, cs, counts = ratings._cells(enc, "half")
+    enc = encode_battles(battles)
+    ca, cb, cs, counts = _cells(enc, "half")
 
-    weights = ratings._cluster_cells(enc, "half", prompts, len(counts))(
-        np.random.default_rng(6), 30
-    )
+    weights = _cluster_cells(enc, "half", prompts, len(counts))(np.random.default_rng(6), 30)
 
     ids = np.unique(prompts)
     picks = np.random.default_rng(6).integers(0, len(ids), size=(30, len(ids)))

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.stats import ratings
-from leaderboard.stats.ratings import (
-    RATING_COLUMNS,
-    bootstrap_battle_indices,
+from leaderboard.stats import elo, elo_kernel
+from leaderboard.stats.battles import RATING_COLUMNS
+from leaderboard.stats.elo import (
     canonical_battle_order,
     elo_bootstrap,
     elo_bootstrap_ties_kept_and_dropped,
 )
+from leaderboard.stats.elo_kernel import bootstrap_battle_indices
 from tests.leaderboard.reference_elo import (
     canonical_order,
     elo_bootstrap_reference,
@@ -127,7 +127,7 @@ def test_the_prompt_kernel_gives_the_same_boards_whatever_width_numbers_the_kind
     # to 147); each width's machine code replays the reference's sequences.
     battles = random_battles(7, 240, models=5)
     clusters = prompts_of(240, 20, 7)
-    monkeypatch.setattr(ratings, "_kind_dtype", lambda kinds: width)
+    monkeypatch.setattr(elo, "_kind_dtype", lambda kinds: width)
 
     kept, dropped = elo_bootstrap_ties_kept_and_dropped(
         battles, clusters=clusters, rounds=12, seed=5
@@ -141,19 +141,19 @@ def test_the_prompt_kernel_gives_the_same_boards_whatever_width_numbers_the_kind
 
 
 def test_kinds_are_numbered_in_the_narrowest_type_that_holds_them() -> None:
-    widths = [ratings._kind_dtype(kinds) for kinds in (1, 256, 257, 65_536, 65_537)]
+    widths = [elo._kind_dtype(kinds) for kinds in (1, 256, 257, 65_536, 65_537)]
     assert widths == [np.uint8, np.uint8, np.uint16, np.uint16, np.uint32]
 
 
 def test_the_warm_up_loads_the_prompt_kernel_for_every_width() -> None:
     # A study of 12 models (396 kinds) needs the 16-bit kernel: after the warm-up, it
     # compiles nothing in the analysis worker's first report.
-    ratings.elo_kernel_warm()
-    loaded = len(ratings._elo_prompts_compiled.signatures)
+    elo.elo_kernel_warm()
+    loaded = len(elo_kernel.elo_prompts_compiled.signatures)
 
     elo_bootstrap(random_battles(8, 600, models=12), rounds=4, clusters=prompts_of(600, 30, 8))
 
-    assert len(ratings._elo_prompts_compiled.signatures) == loaded == 3
+    assert len(elo_kernel.elo_prompts_compiled.signatures) == loaded == 3
 
 
 def test_a_model_with_only_ties_is_left_off_the_board_without_ties() -> None:
@@ -286,8 +286,8 @@ def test_elo_bootstrap_uses_several_threads_without_changing_the_ratings(
     battles = random_battles(5, 3000, models=4)
     clusters = prompts_of(3000, 200, 5) if unit == "prompt" else None
     single = elo_bootstrap(battles, rounds=40, seed=2, clusters=clusters)
-    monkeypatch.setattr(ratings, "_THREAD_MIN_UPDATES", 0)
-    monkeypatch.setattr(ratings, "_threads", lambda: 3)
+    monkeypatch.setattr(elo, "_THREAD_MIN_UPDATES", 0)
+    monkeypatch.setattr(elo, "_threads", lambda: 3)
 
     pd.testing.assert_frame_equal(
         single, elo_bootstrap(battles, rounds=40, seed=2, clusters=clusters)
@@ -355,12 +355,12 @@ def test_a_new_process_loads_the_elo_kernel_from_numbas_disk_cache(tmp_path: Pat
     """The first process on a machine compiles the kernel and stores it; the next loads it."""
     script = (
         "import pandas as pd\n"
-        "from leaderboard.stats import ratings\n"
+        "from leaderboard.stats import elo, elo_kernel\n"
         "b = pd.DataFrame({'model_a': ['x', 'y'], 'model_b': ['y', 'x'],"
         " 'winner': ['tie', 'model_a']})\n"
-        "ratings.elo_bootstrap(b, rounds=2)\n"
-        "ratings.elo_bootstrap(b, rounds=2, clusters=[1, 2])\n"
-        "kernels = (ratings._elo_draws_compiled, ratings._elo_prompts_compiled)\n"
+        "elo.elo_bootstrap(b, rounds=2)\n"
+        "elo.elo_bootstrap(b, rounds=2, clusters=[1, 2])\n"
+        "kernels = (elo_kernel.elo_draws_compiled, elo_kernel.elo_prompts_compiled)\n"
         "hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)\n"
         "misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)\n"
         "print(hits, misses)\n"

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from leaderboard.stats.bradley_terry import bradley_terry, win_matrix_strengths
 from leaderboard.stats.planning import (
     label_plan,
     labels_for_half_width,
@@ -11,7 +12,6 @@ from leaderboard.stats.planning import (
     rank_stability,
     variance_components,
 )
-from leaderboard.stats.ratings import bradley_terry, win_matrix_strengths
 
 
 def test_variance_components_by_hand() -> None:

@@ -10,7 +10,7 @@ import pytest
 import statsmodels.api as sm
 from scipy.special import expit
 
-from leaderboard.stats.ratings import bradley_terry
+from leaderboard.stats.bradley_terry import bradley_terry
 from leaderboard.stats.style_control import (
     _logistic_fit,
     contextual_bradley_terry,
