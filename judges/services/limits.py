@@ -2,8 +2,9 @@
 
 A run fans out one call per pair and order: twenty runs started together on one study (13,440
 calls) were all accepted, and filled the judge queue and the budget. A study may have at most
-CONCORD_STUDY_MAX_ACTIVE_RUNS runs pending or running; a start or resume past that is refused
-with the runs that hold the places.
+CONCORD_STUDY_MAX_ACTIVE_RUNS runs pending or running (LLM, PL and panel runs alike: a panel
+run is running until its combination is written); a start or resume past that is refused with
+the runs that hold the places.
 """
 
 from __future__ import annotations

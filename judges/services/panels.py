@@ -57,6 +57,7 @@ from core.broker import broker_check
 from core.conventions import likert_collapse
 from core.errors import ApplicationError
 from judges.models import Judge, JudgeCall, JudgeRun, PanelMember
+from judges.services.limits import study_run_place_take
 
 TIE_RULE = (
     "majority: the label with the most votes, a tie when two labels share the most; mean and "
@@ -324,7 +325,9 @@ def panel_run_start(
     No request is made: a worker's :func:`panel_run_combine` reads the members' calls and
     writes the panel's (a database read and a bulk insert, kept out of the web request for a
     large study). Raise ValidationError naming the members without a done run on the study, or
-    for pairs of another study; BrokerUnavailable before anything is written. The caller
+    for pairs of another study; BrokerUnavailable before anything is written; RunLimitReached
+    when the study has CONCORD_STUDY_MAX_ACTIVE_RUNS runs queued or running (counted under its
+    row's lock, as for every run: the panel run is one of them until it is combined). The caller
     (judges.services.runs.judge_run_start) has checked that `user` may run judges on `study`.
     """
     from judges.services.runs import TASK_PANEL_COMBINE, _judge_task_send
@@ -361,6 +364,9 @@ def panel_run_start(
     broker_check()
     names = [seat.member.name for seat, _ in seats]
     with transaction.atomic():
+        # A panel run holds a place among the study's active runs until its combination is
+        # written, like every other run (judges.services.limits).
+        study_run_place_take(study=study)
         run = JudgeRun.objects.create(
             judge=judge,
             study=study,

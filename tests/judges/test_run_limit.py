@@ -15,9 +15,11 @@ from django.conf import LazySettings
 from django.db import connection
 from django.urls import reverse
 
-from judges.models import Judge, JudgeRun
+from annotation.models import Study
+from judges.models import Judge, JudgeCall, JudgeRun
 from judges.reward.scoring import pl_run_start
 from judges.services.limits import RunLimitReached
+from judges.services.panels import panel_create, panel_run_combine
 from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
 from tests.conftest import PASSWORD, Cast
 from tests.judges.conftest import make_llm_judge, make_marked_pairs
@@ -123,3 +125,62 @@ def test_eight_starts_at_once_with_three_places_make_exactly_three_runs(
         outcomes = sorted(pool.map(lambda _: one_start(), range(8)))
     assert outcomes == ["refused"] * 5 + ["started"] * 3
     assert JudgeRun.objects.filter(study=cast.study).count() == 3
+
+
+def _panel_of_two_done_members(study: Study) -> Judge:
+    """A majority panel of two judges, each with a done run on one pair of `study`."""
+    pair = make_marked_pairs(study, 1)[0]
+    members = []
+    for name in ("m1", "m2"):
+        member = Judge.objects.create(name=name, kind=Judge.Kind.LLM, study=study)
+        run = JudgeRun.objects.create(judge=member, study=study, status=JudgeRun.Status.DONE)
+        run.pairs.set([pair])
+        JudgeCall.objects.create(
+            run=run, pair=pair, order=JudgeCall.Order.A_FIRST, status="done", preference="A"
+        )
+        members.append(member)
+    return panel_create(name="jury", study=study, members=members, rule="majority")
+
+
+@pytest.mark.django_db
+def test_a_panel_run_takes_a_place_until_it_is_combined(
+    cast: Cast, fake: FakeOpenAI, api_key: str, settings: LazySettings
+) -> None:
+    settings.CONCORD_STUDY_MAX_ACTIVE_RUNS = 1
+    panel = _panel_of_two_done_members(cast.study)
+    llm = make_llm_judge(fake)
+    running = judge_run_start(judge=llm, study=cast.study, user=cast.researcher)
+    # A panel start past the limit is refused, naming the run that holds the place.
+    with pytest.raises(RunLimitReached, match=f"run {running.pk} "):
+        judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    assert JudgeRun.objects.filter(judge=panel).count() == 0
+    judge_run_cancel(run=running, user=cast.researcher)
+    combined = judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+    # While its combination waits for a worker, the panel run holds the place.
+    with pytest.raises(RunLimitReached, match=f"run {combined.pk} \\(jury, running\\)"):
+        judge_run_start(judge=llm, study=cast.study, user=cast.researcher)
+    assert panel_run_combine(run_id=combined.pk) == 1
+    judge_run_start(judge=llm, study=cast.study, user=cast.researcher)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_panel_starts_at_once_with_three_places_make_exactly_three_runs(
+    cast: Cast, fake: FakeOpenAI, api_key: str
+) -> None:
+    panel = _panel_of_two_done_members(cast.study)
+    start = threading.Barrier(8)
+
+    def one_start() -> str:
+        try:
+            start.wait()
+            judge_run_start(judge=panel, study=cast.study, user=cast.researcher)
+            return "started"
+        except RunLimitReached:
+            return "refused"
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = sorted(pool.map(lambda _: one_start(), range(8)))
+    assert outcomes == ["refused"] * 5 + ["started"] * 3
+    assert JudgeRun.objects.filter(judge=panel).count() == 3
