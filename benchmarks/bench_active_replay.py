@@ -5,11 +5,14 @@ The pool is MT-Bench's 3,355 human votes (`human.jsonl` in the shared data: the 
 pair of models, turn) that GPT-4 judged in both orders (`gpt4_pair.jsonl`). GPT-4's verdict is
 the judge label (an inconsistent pair of orders counts as a tie, as in the paper's S1), and its
 inconsistency is the unit's judge disagreement (the data has one judge; its two orders disagree
-or not). For each seed the votes are revealed in three orders of
-`leaderboard.stats.replay.replay_order`: random, active (the study's priority) and neyman (in
-proportion to the agreement's standard deviation in the vote's stratum). After each number of
-labels the script prints, for four curves (random with the plain rate; active with the LURE
-mean; active and neyman post-stratified by GPT-4's verdict strata), the width of the 95%
+or not). For each seed the votes are revealed in four orders of
+`leaderboard.stats.replay.replay_order`: random, active (the four-term priority the analysis
+worker stored before Neyman's allocation), neyman (in proportion to the agreement's standard
+deviation in the vote's stratum) and live (the priority the analysis worker stores today,
+`leaderboard.stats.active.neyman_priority`: the same allocation with its floor). After each
+number of labels the script prints, for six curves (random with the plain rate; active and
+live with the LURE mean; active, neyman and live post-stratified by GPT-4's verdict strata, as
+the report of an active study shows it), the width of the 95%
 interval of GPT-4's agreement with people over the 80 questions; then the agreement estimates
 and Kendall's tau-b of the people's Bradley-Terry leaderboard against the one on all the votes;
 then, per curve, the labels from which it stays at or below the random order's final width and
@@ -95,6 +98,8 @@ CURVES: tuple[tuple[str, Policy, Estimator], ...] = (
     ("active", "active", "weighted"),
     ("active, post-stratified", "active", "poststratified"),
     ("neyman, post-stratified", "neyman", "poststratified"),
+    ("live", "live", "weighted"),
+    ("live, post-stratified", "live", "poststratified"),
 )
 
 
@@ -160,7 +165,7 @@ def main() -> int:
     for seed in range(args.seeds):
         orders = {
             policy: replay_order(pool, policy=policy, seed=seed, random_share=args.random_share)
-            for policy in ("random", "active", "neyman")
+            for policy in ("random", "active", "neyman", "live")
         }
         for name, policy, estimator in CURVES:
             order, propensity = orders[policy]
@@ -186,11 +191,17 @@ def main() -> int:
         print(f"{row[0]:>7} {row[0] / n:>6.0%} | {widths}")
     print("agreement estimate and Kendall tau of the people's leaderboard against the full one")
     print(f"{'labels':>7} | {'random: agreement':>18} {'tau':>6} | "
-          f"{'active: agreement':>18} {'post-strat.':>11} {'tau':>6}")  # fmt: skip
-    for r, a, p in zip(
-        means["random"], means["active"], means["active, post-stratified"], strict=True
+          f"{'active: agreement':>18} {'post-strat.':>11} {'tau':>6} | "
+          f"{'live: post-strat.':>18} {'tau':>6}")  # fmt: skip
+    for r, a, p, live in zip(
+        means["random"],
+        means["active"],
+        means["active, post-stratified"],
+        means["live, post-stratified"],
+        strict=True,
     ):
-        print(f"{r[0]:>7} | {r[1]:>18.4f} {r[3]:>6.3f} | {a[1]:>18.4f} {p[1]:>11.4f} {a[3]:>6.3f}")
+        print(f"{r[0]:>7} | {r[1]:>18.4f} {r[3]:>6.3f} | {a[1]:>18.4f} {p[1]:>11.4f} {a[3]:>6.3f}"
+              f" | {live[1]:>18.4f} {live[3]:>6.3f}")  # fmt: skip
     final = means["random"][-1][2]
     print(f"random order's final width {final:.4f}; each curve stays within it from:")
     for name, rows in means.items():

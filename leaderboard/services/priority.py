@@ -11,25 +11,16 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from annotation.models import HumanJudgment, Pair, Study
 from annotation.services.priority import pair_priorities_store
 from core.tasks import SoftTimeLimitExceeded
 from judges.models import JudgeCall
-from leaderboard.stats.active import PriorityWeights, pair_priority, priority_terms
-from leaderboard.stats.bradley_terry import bradley_terry
+from leaderboard.stats.active import NEYMAN_FLOOR, judge_call_strata, neyman_priority
 
 logger = logging.getLogger(__name__)
 
 LABELS = ("A", "tie", "B")
-_WINNER = {"A": "model_a", "tie": "tie", "B": "model_b"}
-# Bootstrap rounds of the people's leaderboard whose intervals give the overlap term: enough to
-# tell overlapping from separated systems, cheap enough to rerun every few minutes.
-OVERLAP_ROUNDS = 100
-# Votes per system before the people's leaderboard gives intervals: below it, nothing separates
-# the systems yet and every pair's overlap term is 1.
-OVERLAP_MIN_VOTES_PER_SYSTEM = 5
 
 
 @dataclass(frozen=True)
@@ -40,32 +31,29 @@ class PrioritiesComputed:
     total: float
 
 
-def pair_priorities_compute(*, study: Study, seed: int = 0) -> dict[int, float]:
-    """Return each regular pair's priority in [0, 1] from the study's current rows.
+def pair_priorities_compute(*, study: Study) -> dict[int, float]:
+    """Return each regular pair's priority in [0, 1] from the study's current rows: Neyman's
+    allocation over the judges' agreement strata (leaderboard.stats.active.neyman_priority).
 
-    Formula (leaderboard.stats.active.pair_priority with equal weights):
-    ``priority = (t_judge + t_overlap + t_human + t_coverage) / 4``, where
-    - ``t_judge`` (judges disagree): the disagreement share of the collapsed verdicts (A, tie,
-      B) of every done judge call on the pair, all judges and both orders together;
-      ``(1 - m / n) / (1 - ceil(n / 3) / n)`` with n verdicts and m the modal count, 0 below 2;
-    - ``t_overlap`` (the systems' leaderboard intervals overlap): the overlap of the 95%
-      bootstrap intervals (``OVERLAP_ROUNDS`` rounds, ``seed``) of the pair's two systems in
-      the people's Bradley-Terry leaderboard, intersection over the shorter interval; 1 while
-      the study has fewer than ``OVERLAP_MIN_VOTES_PER_SYSTEM`` (5) human votes per system
-      (nothing separates them yet);
-    - ``t_human`` (people disagree): the same disagreement share over the pair's human votes
-      (excluded workers left out);
-    - ``t_coverage`` (under-covered category): ``max(0, 1 - r_c / r)``, with ``r_c`` the human
-      votes per pair in the pair's prompt category and ``r`` over all regular pairs.
+    Formula: every regular pair falls into a stratum by the collapsed verdicts (A, tie, B) of
+    every done judge call on it, all judges and both orders together (judge_call_strata):
+    the verdict a tie (at least half the calls) or not, the calls disputed or not; a pair
+    without a call is unjudged. Each human vote on a judged regular pair (excluded workers left
+    out) agrees by ``a``, the share of the pair's calls naming the person's label, and
+
+        priority = max(S_h, NEYMAN_FLOOR) / (1/2),   S_h = sqrt(pbar_h (1 - pbar_h)),
+        pbar_h = (sum_{votes in h} a + 1) / (votes in h + 2),
+
+    the floor (0.1) for an unjudged pair. The claim draws ``e / k + (1 - e) p / W``, so the
+    non-uniform part of the draw takes each stratum in proportion to ``N_h S_h``, uniformly
+    within it. Deterministic: the same rows give the same priorities.
     """
     pairs = list(
-        Pair.objects.filter(study=study, is_gold=False)
-        .order_by("pk")
-        .values_list("pk", "prompt__category", "answer_a__system_id", "answer_b__system_id")
+        Pair.objects.filter(study=study, is_gold=False).order_by("pk").values_list("pk", flat=True)
     )
     if not pairs:
         return {}
-    index = {pk: i for i, (pk, _, _, _) in enumerate(pairs)}
+    index = {pk: i for i, pk in enumerate(pairs)}
     column = {label: j for j, label in enumerate(LABELS)}
     judge_counts = np.zeros((len(pairs), len(LABELS)))
     calls = JudgeCall.objects.filter(
@@ -74,39 +62,19 @@ def pair_priorities_compute(*, study: Study, seed: int = 0) -> dict[int, float]:
     for pair_id, preference in calls.values_list("pair_id", "preference").iterator():
         if pair_id in index and preference in column:
             judge_counts[index[pair_id], column[preference]] += 1
-    human_counts = np.zeros((len(pairs), len(LABELS)))
+    strata = judge_call_strata(judge_counts)
     votes = HumanJudgment.objects.filter(study=study, excluded=False, pair__is_gold=False).exclude(
         preference=""
     )
-    battles: list[tuple[int, int, str]] = []
-    system_of = {pk: (a, b) for pk, _, a, b in pairs}
+    label_strata: list[int] = []
+    label_agree: list[float] = []
     for pair_id, preference in votes.values_list("pair_id", "preference").iterator():
-        if pair_id in index and preference in column:
-            human_counts[index[pair_id], column[preference]] += 1
-            a, b = system_of[pair_id]
-            battles.append((a, b, _WINNER[preference]))
-    systems = sorted({s for _, _, a, b in pairs for s in (a, b)})
-    lower = dict.fromkeys(systems, np.nan)
-    upper = dict.fromkeys(systems, np.nan)
-    if len(battles) >= OVERLAP_MIN_VOTES_PER_SYSTEM * len(systems):
-        frame = pd.DataFrame(battles, columns=["model_a", "model_b", "winner"])
-        frame["model_a"] = frame["model_a"].astype(str)
-        frame["model_b"] = frame["model_b"].astype(str)
-        board = bradley_terry(frame, rounds=OVERLAP_ROUNDS, seed=seed).set_index("model")
-        for system in systems:
-            if str(system) in board.index:
-                lower[system] = float(board["lower"].loc[str(system)])
-                upper[system] = float(board["upper"].loc[str(system)])
-    terms = priority_terms(
-        judge_counts=judge_counts,
-        human_counts=human_counts,
-        lower_a=[lower[a] for _, _, a, _ in pairs],
-        upper_a=[upper[a] for _, _, a, _ in pairs],
-        lower_b=[lower[b] for _, _, _, b in pairs],
-        upper_b=[upper[b] for _, _, _, b in pairs],
-        categories=np.array([category for _, category, _, _ in pairs], dtype=object),
-    )
-    priority = pair_priority(terms, PriorityWeights())
+        i = index.get(pair_id)
+        if i is None or preference not in column or strata[i] < 0:
+            continue
+        label_strata.append(int(strata[i]))
+        label_agree.append(judge_counts[i, column[preference]] / judge_counts[i].sum())
+    priority = neyman_priority(strata, label_strata, label_agree, floor=NEYMAN_FLOOR)
     return {pk: float(priority[i]) for pk, i in index.items()}
 
 
@@ -115,7 +83,7 @@ def pair_priorities_recompute(*, study_id: int, seed: int | None = None) -> Prio
     a study switched to active finds them ready). The keys are drawn afresh from `seed`
     (None: unseeded), so each recompute is a new weighted draw order."""
     study = Study.objects.get(pk=study_id)
-    priorities = pair_priorities_compute(study=study, seed=seed or 0)
+    priorities = pair_priorities_compute(study=study)
     stored = pair_priorities_store(study=study, priorities=priorities, seed=seed)
     return PrioritiesComputed(study.pk, stored.pairs, stored.pool, stored.total)
 

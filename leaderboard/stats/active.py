@@ -18,6 +18,12 @@ propensities of a sequence of draws made without replacement into weights under 
 any per-label quantity is an unbiased estimate of its mean over the whole pool, and
 :func:`weighted_agreement` is such a mean (agreement of a judge with people) with a bootstrap
 interval over prompts.
+
+The live priority (what the analysis worker stores, leaderboard.services.priority) is
+:func:`neyman_priority`: Neyman's allocation over the judges' agreement strata
+(:func:`judge_call_strata`), the design the MT-Bench replay found narrowest for the judge's
+agreement with people (docs/active.md); the four-term score above stays for the replay's
+comparison.
 """
 
 from __future__ import annotations
@@ -323,6 +329,74 @@ def agreement_strata(judge_tie: npt.ArrayLike, judge_disagreement: npt.ArrayLike
     if tie.shape != disputed.shape:
         raise ValueError("judge_tie and judge_disagreement need one entry per pair")
     return (2 * tie.astype(np.intp) + disputed.astype(np.intp)).astype(np.intp)
+
+
+# The floor of a stratum's standard deviation in :func:`neyman_priority`: a fifth of the largest
+# a rate in [0, 1] can have (1/2), so a stratum whose labels so far all agree (or all disagree)
+# is still sampled beyond the uniform share, and one estimate of its spread from few labels
+# cannot switch it off.
+NEYMAN_FLOOR = 0.1
+# The stratum of a pair no judge voted on (:func:`judge_call_strata`): it has no agreement.
+UNJUDGED = -1
+
+
+def judge_call_strata(judge_counts: npt.ArrayLike) -> IntArray:
+    """Return each pair's agreement stratum (:func:`agreement_strata`) from the collapsed
+    verdicts of every judge call on it (``judge_counts``, pairs x (A, tie, B); all judges and
+    both orders together): ``tie`` when at least half the calls say tie, ``disputed`` when the
+    calls disagree at all (:func:`disagreement_share` above 0). A pair without a call is
+    :data:`UNJUDGED` (-1). With one judge these are the report's strata for that judge."""
+    counts = np.asarray(judge_counts, dtype=np.float64)
+    if counts.ndim != 2 or counts.shape[1] != 3:
+        raise ValueError("judge_counts must be a pairs x (A, tie, B) matrix")
+    n = counts.sum(axis=1)
+    strata = agreement_strata(counts[:, 1] >= n / 2, disagreement_share(counts))
+    return np.where(n > 0, strata, UNJUDGED).astype(np.intp)
+
+
+def neyman_priority(
+    pair_strata: npt.ArrayLike,
+    label_strata: npt.ArrayLike,
+    label_agree: npt.ArrayLike,
+    *,
+    floor: float = NEYMAN_FLOOR,
+) -> FloatArray:
+    """Return each pair's priority for Neyman's allocation over agreement strata, in [0, 1].
+
+    Formula: pair i of stratum h gets ``p_i = max(S_h, floor) / (1/2)``, with
+    ``S_h = sqrt(pbar_h (1 - pbar_h))`` and ``pbar_h = (sum_{m in h} a_m + 1) / (n_h + 2)`` over
+    the stratum's ``n_h`` labels so far (``label_strata``, ``label_agree``: ``a_m`` in [0, 1],
+    how far label m agrees with the judge), so ``S_h`` is 1/2 before any label. A pair of
+    stratum :data:`UNJUDGED` (no judge verdict, no agreement to estimate) gets the floor.
+
+    Drawn by :func:`selection_probabilities`, the priority-proportional part of the draw takes
+    stratum h with probability ``N_h p_h / sum_g N_g p_g``, in proportion to ``N_h S_h`` (its
+    open pairs times its standard deviation), uniformly within it: Neyman's allocation, which
+    minimises the variance of the stratified (post-stratified) mean for a given number of labels
+    (J. Neyman (1934), "On the two different aspects of the representative method", JRSS
+    97:558-625; W. G. Cochran (1977), "Sampling Techniques", 3rd ed., section 5.5). ``S_h`` is
+    the Bernoulli standard deviation at the stratum's smoothed mean, an upper bound on the
+    spread of any [0, 1] agreement with that mean (and its value for 0/1 agreement). The floor
+    (and the uniform share of the draw) keeps every pair's propensity positive, so the
+    inverse-propensity weights stay valid; the scale (dividing by 1/2) does not change the draw.
+    """
+    pairs = np.asarray(pair_strata, dtype=np.intp)
+    seen = np.asarray(label_strata, dtype=np.intp)
+    agree = np.asarray(label_agree, dtype=np.float64)
+    if pairs.ndim != 1 or seen.shape != agree.shape or seen.ndim != 1:
+        raise ValueError("pair_strata is one per pair; label_strata and label_agree one per label")
+    if not 0.0 < floor <= 0.5:
+        raise ValueError("floor must lie in (0, 1/2]: a zero floor can switch a stratum off")
+    if ((agree < 0) | (agree > 1) | np.isnan(agree)).any():
+        raise ValueError("label_agree must lie in [0, 1]")
+    if (pairs < UNJUDGED).any() or (seen < 0).any():
+        raise ValueError("strata are non-negative codes (UNJUDGED, -1, for pairs only)")
+    size = int(max(pairs.max(initial=-1), seen.max(initial=-1))) + 1
+    agreeing = np.bincount(seen, weights=agree, minlength=size)
+    smoothed = (agreeing + 1.0) / (np.bincount(seen, minlength=size) + 2.0)
+    spread = np.maximum(np.sqrt(smoothed * (1.0 - smoothed)), floor)
+    per_pair = np.where(pairs >= 0, spread[np.maximum(pairs, 0)] if size else floor, floor)
+    return np.asarray(np.clip(per_pair / 0.5, 0.0, 1.0), dtype=np.float64)
 
 
 def poststratified_agreement(

@@ -34,6 +34,7 @@ from leaderboard.stats.active import (
     disagreement_share,
     interval_overlap,
     lure_weights,
+    neyman_priority,
     pair_priority,
     poststratified_agreement,
     selection_probabilities,
@@ -42,7 +43,7 @@ from leaderboard.stats.active import (
 from leaderboard.stats.bradley_terry import bradley_terry
 from leaderboard.stats.ranking import rank_correlation
 
-Policy = Literal["random", "active", "neyman"]
+Policy = Literal["random", "active", "neyman", "live"]
 Estimator = Literal["weighted", "poststratified"]
 # The labels' codes: the first system better, a tie, the second system better.
 LABELS = ("A", "tie", "B")
@@ -222,10 +223,13 @@ def replay_order(
 
     ``random``: a uniformly random permutation (propensity ``1 / (N - m + 1)`` at draw m).
     ``active``: draws from :func:`selection_probabilities` of the priorities, recomputed every
-    ``refresh`` labels; ``neyman``: the same draw with :func:`_neyman_priority` in place of the
-    priority; within a batch each draw is made among the labels still open with the
-    batch's priorities; the systems' intervals behind the overlap term are Bradley-Terry
-    bootstrap percentiles of ``overlap_rounds`` rounds over the labels revealed so far.
+    ``refresh`` labels (the four-term priority); ``neyman``: the same draw with
+    :func:`_neyman_priority` in place of the priority; ``live``: the same draw with the priority
+    the analysis worker stores today, :func:`~leaderboard.stats.active.neyman_priority` (Neyman's
+    allocation with its floor) over the labels revealed so far; within a batch each draw is
+    made among the labels still open with the batch's priorities; the systems' intervals
+    behind the overlap term are Bradley-Terry bootstrap percentiles of ``overlap_rounds``
+    rounds over the labels revealed so far.
     ``rng = numpy.random.default_rng(seed)`` makes every choice.
     """
     if refresh < 1:
@@ -234,8 +238,8 @@ def replay_order(
     rng = np.random.default_rng(seed)
     if policy == "random":
         return rng.permutation(n).astype(np.intp), 1.0 / (n - np.arange(n, dtype=np.float64))
-    if policy not in ("active", "neyman"):
-        raise ValueError("policy must be 'random', 'active' or 'neyman'")
+    if policy not in ("active", "neyman", "live"):
+        raise ValueError("policy must be 'random', 'active', 'neyman' or 'live'")
     coded = _code(pool)
     chosen = weights or PriorityWeights()
     open_ = np.ones(n, dtype=bool)
@@ -245,8 +249,11 @@ def replay_order(
     for m in range(n):
         if m % refresh == 0 and policy == "active":
             priority = _priority(pool, coded, order[:m], chosen, seed + m, overlap_rounds)
-        elif m % refresh == 0:
+        elif m % refresh == 0 and policy == "neyman":
             priority = _neyman_priority(coded, order[:m])
+        elif m % refresh == 0:
+            seen = order[:m]
+            priority = neyman_priority(coded.stratum, coded.stratum[seen], coded.agree[seen])
         candidates = np.flatnonzero(open_)
         q = selection_probabilities(priority[candidates], random_share=random_share)
         j = int(rng.choice(candidates.size, p=q))

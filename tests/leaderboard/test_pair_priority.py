@@ -1,10 +1,12 @@
-"""Active selection's pair priorities: the score on hand-made pairs, its storage and draw keys,
-and the analysis worker's triggers (after a judge run, and beat's refresh)."""
+"""Active selection's pair priorities: the four-term score of the replay on hand-made pairs, the
+live Neyman priority the analysis worker stores, its draw keys, and the worker's triggers (after
+a judge run, and beat's refresh)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import random
 
 import numpy as np
@@ -109,10 +111,15 @@ def test_the_recomputed_priorities_of_hand_made_pairs_are_stored_on_the_pairs(ca
     study, pairs, gold = hand_made_study(cast)
     gold_key = Pair.objects.get(pk=gold.pk).priority_key
     done = pair_priorities_recompute(study_id=study.pk, seed=3)
-    # 5 votes on 2 systems: too few for intervals (10), so every overlap term is 1.
-    # Coverage: r = 5/3, advice 5/2 (0), coding 0 (1). Pair 1: judges split 3 ways (1), people
-    # agree (0); pair 2: judges agree (0), people 2 of 3 (0.5); pair 3: coding, nothing else.
-    expected = [(1 + 1 + 0 + 0) / 4, (0 + 1 + 0.5 + 0) / 4, (0 + 1 + 0 + 1) / 4]
+    # Neyman's allocation over the judges' strata. Pair 1: calls A, B, tie (disputed, not a
+    # tie: stratum 1); its votes A, A agree by 1/3 each, so pbar = (2/3 + 1) / (2 + 2) = 5/12.
+    # Pair 2: calls A, A (stratum 0); votes A, A, B agree by 1, 1, 0: pbar = (2 + 1) / 5.
+    # Pair 3: no call, so no agreement: the floor 0.1. Each over 1/2.
+    expected = [
+        math.sqrt(5 / 12 * 7 / 12) / 0.5,
+        math.sqrt(3 / 5 * 2 / 5) / 0.5,
+        0.1 / 0.5,
+    ]
     stored = {p.pk: p for p in Pair.objects.filter(study=study)}
     assert [stored[p.pk].priority for p in pairs] == pytest.approx(expected)
     assert stored[gold.pk].priority == 0 and stored[gold.pk].priority_key == gold_key
@@ -126,17 +133,42 @@ def test_the_recomputed_priorities_of_hand_made_pairs_are_stored_on_the_pairs(ca
 
 
 @pytest.mark.django_db
-def test_systems_the_people_already_separate_give_their_pairs_no_overlap(cast: Cast) -> None:
+def test_a_stratum_whose_votes_side_with_the_judges_is_drawn_less_than_a_split_one(
+    cast: Cast,
+) -> None:
+    """Eight pairs the judges call A unanimously: on four people always say A (agreement 1),
+    on the other four they split A / B (agreement 1/2). Both are stratum 0 to start with; a
+    disputed call on the split ones moves them to stratum 1, which then keeps Neyman's larger
+    share, while an excluded worker's votes count for nothing."""
     study = cast.study
+    study.overlap = 5
+    study.save(update_fields=["overlap"])
     pairs = make_pairs(study, 8)
-    workers = [make_worker(study, f"w{i}") for i in range(2)]
+    run = JudgeRun.objects.create(
+        judge=Judge.objects.create(name="j", kind=Judge.Kind.LLM), study=study, status="done"
+    )
     for pair in pairs:
-        for worker in workers:
-            vote_record(pair, worker, "A")
+        for order in ("ab", "ba"):
+            verdict = "B" if pair in pairs[4:] and order == "ba" else "A"
+            JudgeCall.objects.create(
+                run=run, pair=pair, order=order, status="done", preference=verdict
+            )
+    workers = [make_worker(study, f"w{i}") for i in range(3)]
+    for pair in pairs:
+        votes = ("A", "A") if pair in pairs[:4] else ("A", "B")
+        for worker, vote in zip(workers, votes, strict=False):
+            vote_record(pair, worker, vote)
+        # The excluded worker disagrees everywhere: left out, it changes nothing.
+        excluded = vote_record(pair, workers[2], "B")
+        HumanJudgment.objects.filter(pk=excluded.pk).update(excluded=True)
     pair_priorities_recompute(study_id=study.pk, seed=1)
-    # Every vote says sys-a: every bootstrap round rates the two alike, so the intervals are
-    # two distinct points (overlap 0); people and judges agree and the one category is covered.
-    assert set(Pair.objects.filter(study=study).values_list("priority", flat=True)) == {0.0}
+    stored = dict(Pair.objects.filter(study=study).values_list("pk", "priority"))
+    # Stratum 0: 8 votes all agreeing, pbar = 9 / 10, S = 0.3. Stratum 1 (calls A and B): each
+    # vote agrees by 1/2, 8 votes, pbar = (4 + 1) / 10 = 1/2, S = 1/2.
+    assert [stored[p.pk] for p in pairs] == pytest.approx([0.6] * 4 + [1.0] * 4)
+    # The non-uniform part of the draw: stratum 1 gets 4 * 1 / (4 * 0.6 + 4 * 1) = 5/8.
+    study.refresh_from_db()
+    assert study.priority_total == pytest.approx(6.4)
 
 
 @pytest.mark.django_db
@@ -155,7 +187,7 @@ def test_beat_refreshes_live_active_studies_only(cast: Cast) -> None:
     assert Pair.objects.get(pk=pairs[0].pk).priority == 0
     Study.objects.filter(pk=study.pk).update(selection="active")
     assert pair_priorities_refresh() == 1
-    assert Pair.objects.get(pk=pairs[0].pk).priority == pytest.approx(0.5)
+    assert Pair.objects.get(pk=pairs[0].pk).priority == pytest.approx(math.sqrt(35) / 6)
 
 
 def analysis_tasks(url: str) -> list[tuple[str, list[int]]]:

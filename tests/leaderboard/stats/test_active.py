@@ -6,13 +6,16 @@ import pandas as pd
 import pytest
 
 from leaderboard.stats.active import (
+    UNJUDGED,
     PriorityWeights,
     agreement_strata,
     category_under_coverage,
     disagreement_share,
     hajek_agreement,
     interval_overlap,
+    judge_call_strata,
     lure_weights,
+    neyman_priority,
     pair_priority,
     poststratified_agreement,
     selection_probabilities,
@@ -365,7 +368,89 @@ def test_poststratified_agreement_of_a_simulated_study_is_unbiased_covers_and_is
     assert post_a.std() < 0.97 * np.std(hajek)
 
 
-@pytest.mark.parametrize("policy", ["active", "neyman"])
+def test_judge_call_strata_pool_every_call_and_set_unjudged_pairs_apart() -> None:
+    # Calls (A, tie, B): unanimous A; A and B; two ties of three; tie and B; none.
+    strata = judge_call_strata([[3, 0, 0], [1, 0, 1], [1, 2, 0], [0, 1, 1], [0, 0, 0]])
+    assert strata.tolist() == [0, 1, 3, 3, UNJUDGED]
+
+
+def test_the_neyman_priority_of_hand_made_strata_allocates_draws_by_size_times_spread() -> None:
+    """Five strata of known sizes and labels, so known standard deviations S_h: 10 pairs whose
+    6 labels agree 3 times (pbar = 4/8, S = 1/2); 30 pairs, 8 of 8 (pbar = 9/10, S = 0.3);
+    20 pairs, 98 of 98 (pbar = 99/100, S = 0.0995: the floor 0.1); 5 pairs without a label
+    (S = 1/2); 5 unjudged pairs (the floor). The priority-proportional part of the draw takes
+    each stratum in proportion to N_h max(S_h, floor), and every pair keeps the uniform share."""
+    sizes = [10, 30, 20, 5, 5]
+    pair_strata = np.repeat([0, 1, 2, 3, UNJUDGED], sizes)
+    label_strata = np.repeat([0, 1, 2], [6, 8, 98])
+    label_agree = np.concatenate([[1, 0, 1, 0, 1, 0], np.ones(8), np.ones(98)])
+    priority = neyman_priority(pair_strata, label_strata, label_agree)
+    spread = np.array([0.5, 0.3, 0.1, 0.5, 0.1])
+    assert priority.tolist() == pytest.approx(np.repeat(spread / 0.5, sizes).tolist())
+    share = 0.2
+    q = selection_probabilities(priority, random_share=share)
+    codes = np.repeat(np.arange(5), sizes)
+    per_stratum = np.bincount(codes, weights=q)
+    neyman = np.array(sizes) * spread / (np.array(sizes) * spread).sum()
+    # N_h S_h: 5, 9, 2, 2.5, 0.5 of 19.
+    assert neyman.tolist() == pytest.approx([5 / 19, 9 / 19, 2 / 19, 2.5 / 19, 0.5 / 19])
+    assert per_stratum.tolist() == pytest.approx(
+        (share * np.array(sizes) / 70 + (1 - share) * neyman).tolist()
+    )
+    assert q.min() >= share / 70
+    # A label's agreement may be a share (of a judge's votes): 1/3 and 2/3 give pbar = 1/2.
+    halves = neyman_priority([0, 0], [0, 0], [1 / 3, 2 / 3])
+    assert halves.tolist() == pytest.approx([1.0, 1.0])
+    with pytest.raises(ValueError, match="floor"):
+        neyman_priority([0], [0], [1.0], floor=0.0)
+    with pytest.raises(ValueError, match="label_agree"):
+        neyman_priority([0], [0], [1.5])
+
+
+def test_agreement_under_adaptive_neyman_draws_is_unbiased_and_covers_the_truth() -> None:
+    """The live design on a simulated study with known truth: 600 pairs on 120 prompts in four
+    strata (agreement around 0.85, 0.65, 0.55, 0.35), 400 labels drawn 50 at a time at q_i = e /
+    N + (1 - e) p_i / sum p (e = 0.2) with p the Neyman priority of the labels drawn so far
+    (recomputed before each batch, as the analysis worker does between claims), each label
+    keeping the q of its draw as the claim records it. Both of the report's estimators, the
+    Hajek mean and the post-stratified one, centre on the pool's mean agreement and their 95%
+    intervals cover it."""
+    rng = np.random.default_rng(20261204)
+    n, labels, batch, share, repeats = 600, 400, 50, 0.2, 200
+    prompt = np.repeat(np.arange(120), 5)
+    stratum = rng.choice(4, size=n, p=[0.6, 0.1, 0.1, 0.2])
+    truth_p = np.clip(np.array([0.85, 0.65, 0.55, 0.35])[stratum] + rng.normal(0, 0.1, n), 0, 1)
+    truth = float(truth_p.mean())
+    results: dict[str, list[float]] = {"hajek": [], "post": []}
+    covered = {"hajek": 0, "post": 0}
+    for seed in range(repeats):
+        draw = np.random.default_rng(seed)
+        picked = np.empty(0, dtype=np.intp)
+        agree = np.empty(0)
+        q_drawn = np.empty(0)
+        while picked.size < labels:
+            priority = neyman_priority(stratum, stratum[picked], agree)
+            q = selection_probabilities(priority, random_share=share)
+            more = draw.choice(n, size=batch, p=q)
+            picked = np.concatenate([picked, more])
+            agree = np.concatenate([agree, (draw.random(batch) < truth_p[more]).astype(float)])
+            q_drawn = np.concatenate([q_drawn, q[more]])
+        hajek = hajek_agreement(agree, q_drawn, prompt[picked], rounds=400, seed=seed)
+        post = poststratified_agreement(
+            agree, 1 / q_drawn, prompt[picked], stratum[picked],
+            pool_clusters=prompt, pool_strata=stratum, rounds=400, seed=seed,
+        )  # fmt: skip
+        for name, result in (("hajek", hajek), ("post", post)):
+            results[name].append(result.estimate)
+            covered[name] += result.lower <= truth <= result.upper
+    for name in results:
+        estimates = np.array(results[name])
+        standard_error = estimates.std(ddof=1) / np.sqrt(repeats)
+        assert abs(estimates.mean() - truth) < 3 * standard_error, name
+        assert covered[name] / repeats >= 0.88, name
+
+
+@pytest.mark.parametrize("policy", ["active", "neyman", "live"])
 def test_the_poststratified_replay_estimate_centres_on_the_pools_agreement(policy: Policy) -> None:
     rng = np.random.default_rng(11)
     frame = _simulated_pool(rng, prompts=40)
