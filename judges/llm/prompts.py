@@ -378,6 +378,19 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
+def template_variables(*, field: str, grading: bool) -> frozenset[str]:
+    """The variables a judge's template field is given when a call is made
+    (judges.services.calls and judges.services.grading fill them): every variable but the
+    reference, which only the reference template is given, and but the answers the other kind
+    of template shows (a grading template shows {answer}, a pairwise one {answer_first} and
+    {answer_second})."""
+    names = set(VARIABLES) - {"reference"}
+    names -= {"answer_first", "answer_second"} if grading else {"answer"}
+    if field == "reference_template":
+        names.add("reference")
+    return frozenset(names)
+
+
 def template_check(text: str, *, filled: tuple[str, ...] | frozenset[str]) -> list[str]:
     """What is wrong with a template's braces, one message per problem, naming the variable.
 

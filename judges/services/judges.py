@@ -17,7 +17,7 @@ from judges.llm.client import (
     api_key_env_reserved,
     base_url_check,
 )
-from judges.llm.prompts import TEMPLATES
+from judges.llm.prompts import TEMPLATES, template_check, template_variables
 from judges.models import Judge, OutputFormat, Turns, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
 
@@ -34,7 +34,10 @@ def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent che
     """Raise ValidationError naming the field when an LLM judge's configuration is unusable.
 
     The key itself is not required here: a judge may be saved before its key is set, and then
-    shows "not configured" until it is.
+    shows "not configured" until it is. Each template's braces are checked
+    (prompts.template_check: an unknown or misspelt variable, one this template is not given,
+    one written with spaces or a brace missing), so a judge made by judge_create, the admin or
+    the templates page never sends a prompt with a variable left empty or unfilled.
     """
     if judge.kind != Judge.Kind.LLM:
         return
@@ -82,8 +85,14 @@ def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent che
                 errors.setdefault(
                     field, "A single-answer grading template shows its one answer as {answer}."
                 )
-    if errors:
-        raise ValidationError(errors)
+    grading = judge.output_format == OutputFormat.GRADE
+    messages = {field: [message] for field, message in errors.items()}
+    for field in ("prompt_template", "reference_template", "multi_turn_template"):
+        filled = template_variables(field=field, grading=grading)
+        if problems := template_check(getattr(judge, field), filled=filled):
+            messages.setdefault(field, []).extend(problems)
+    if messages:
+        raise ValidationError(messages)
 
 
 def judge_create(

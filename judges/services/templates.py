@@ -23,7 +23,6 @@ from django.db import transaction
 
 from annotation.models import Pair, Study
 from judges.llm.parsing import CanonicalVerdict, ParseResult, reply_parse, verdict_canonical
-from judges.llm.prompts import VARIABLES, template_check
 from judges.models import Judge, JudgeCall, JudgeRun, OutputFormat, template_hash
 from judges.services.calls import call_content
 from judges.services.grading import is_grading, uses_reference
@@ -63,15 +62,6 @@ class ReplyCheck:
     canonical: tuple[tuple[str, CanonicalVerdict], ...] = ()
 
 
-def _filled(*, field: str, grading: bool) -> frozenset[str]:
-    """The variables a template field is given (judges.services.calls / grading)."""
-    names = set(VARIABLES) - {"reference"}
-    names -= {"answer_first", "answer_second"} if grading else {"answer"}
-    if field == "reference_template":
-        names.add("reference")
-    return frozenset(names)
-
-
 def judge_draft(*, judge: Judge, draft: TemplateDraft) -> Judge:
     """An unsaved copy of the judge with the draft's templates and reply format."""
     candidate = copy.copy(judge)
@@ -87,8 +77,8 @@ def judge_draft(*, judge: Judge, draft: TemplateDraft) -> Judge:
 def template_draft_check(*, judge: Judge, draft: TemplateDraft) -> None:
     """Raise ValidationError by field when the draft cannot be used by this judge.
 
-    Each template's braces are checked (prompts.template_check), then what every LLM judge
-    needs (judge_validate); a grading judge keeps the grade format and a pairwise judge a
+    A pairwise template shows both answers, then what every LLM judge needs, braces included
+    (judge_validate); a grading judge keeps the grade format and a pairwise judge a
     pairwise one, since the two make different calls (one per answer or one per order), and a
     pairwise template shows both answers.
     """
@@ -103,7 +93,7 @@ def template_draft_check(*, judge: Judge, draft: TemplateDraft) -> None:
         ]
     for field in TEMPLATE_FIELDS:
         text = getattr(draft, field)
-        problems = template_check(text, filled=_filled(field=field, grading=grading))
+        problems: list[str] = []
         if field != "multi_turn_template" and text and not grading:
             shows_both = "{answer_first}" in text and "{answer_second}" in text
             if not shows_both and "{conversation}" not in text:

@@ -73,7 +73,7 @@ def rows(cast: Cast) -> Pair:
         kind=Judge.Kind.LLM,
         model_name="gpt-4",
         api_key_env="CONCORD_JUDGE_KEY_TEST",
-        prompt_template="Compare {a} and {b}.",
+        prompt_template="Compare {answer_first} and {answer_second}.",
     )
     run = JudgeRun.objects.create(judge=judge, study=cast.study)
     run.pairs.add(pair)
@@ -302,7 +302,7 @@ def test_saving_a_judge_sets_its_template_hash_and_never_shows_the_key(
         kind=Judge.Kind.LLM,
         model_name="gpt-4",
         api_key_env="CONCORD_JUDGE_KEY_TEST",
-        prompt_template="Compare {a} and {b}.",
+        prompt_template="Compare {answer_first} and {answer_second}.",
     )
     client = client_for(cast.admin)
     url = reverse("admin:judges_judge_change", args=[judge.pk])
@@ -317,7 +317,7 @@ def test_saving_a_judge_sets_its_template_hash_and_never_shows_the_key(
         "order_policy": "both",
         "base_url": "https://api.openai.com/v1",
         "api_key_env": "CONCORD_JUDGE_KEY_TEST",
-        "prompt_template": "Which is better, {a} or {b}?",
+        "prompt_template": "Which is better, {answer_first} or {answer_second}?",
         "output_format": "likert",
         "start_from": "",
         "params": "{}",
@@ -329,5 +329,7 @@ def test_saving_a_judge_sets_its_template_hash_and_never_shows_the_key(
     response = client.post(url, form)
     assert response.status_code == 302, response.content.decode()[:2000]
     judge.refresh_from_db()
-    assert judge.template_hash == template_hash("Which is better, {a} or {b}?")
+    assert judge.template_hash == template_hash(
+        "Which is better, {answer_first} or {answer_second}?"
+    )
     assert judge.price_input_per_mtok == Decimal("30")

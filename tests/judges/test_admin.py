@@ -117,3 +117,16 @@ def test_the_admin_keeps_the_templates_of_a_judge_with_runs(admin_client, cast):
     assert judge.prompt_template == TEMPLATES["likert_no_position"].text
     renamed = form_data(prompt_template=judge.prompt_template, start_from="", name="gpt-4 old")
     assert admin_client.post(url, renamed).status_code == 302
+
+
+def test_the_admin_refuses_a_template_with_a_misspelt_variable_and_names_it(admin_client):
+    # A misspelt variable would be sent to the judge as empty text on every paid call.
+    template = "Question: {questoin}\nFirst: {answer_first}\nSecond: {answer_second}"
+    response = admin_client.post(
+        reverse("admin:judges_judge_add"), form_data(prompt_template=template, start_from="")
+    )
+    assert response.status_code == 200
+    assert "Line 1: unknown variable {questoin}; did you mean {question}?" in (
+        response.content.decode()
+    )
+    assert not Judge.objects.exists()

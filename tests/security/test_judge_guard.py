@@ -74,7 +74,7 @@ def test_a_judge_cannot_name_the_settings_own_variables_as_its_key(db: None, nam
             model_name="gpt-4o",
             base_url="https://api.openai.com/v1",
             api_key_env=name,
-            prompt_template="Compare {answer_a} and {answer_b}.",
+            prompt_template="Compare {answer_first} and {answer_second}.",
         )
     assert "api_key_env" in error.value.message_dict
     with pytest.raises(JudgeNotConfigured):
@@ -88,7 +88,7 @@ def _judge_naming(name: str) -> None:
         model_name="gpt-4o",
         base_url="https://api.openai.com/v1",
         api_key_env=name,
-        prompt_template="Compare {answer_a} and {answer_b}.",
+        prompt_template="Compare {answer_first} and {answer_second}.",
     )
 
 
