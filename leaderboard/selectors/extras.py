@@ -14,7 +14,7 @@ from django.db.models import Count, F, Func, IntegerField, Q, Sum, Value
 from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, PayEntry, Study
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, ReferenceCall
 from leaderboard.lookup import positions_of
 from leaderboard.models import Followup, FollowupPair
 from leaderboard.selectors.contrast import (
@@ -365,7 +365,8 @@ def report_costs_get(
     A panel run's cost is the sum of its member runs' costs on the filtered pairs (its own
     derived calls cost nothing), its pairs those it judged, and ``pl_members`` how many of its
     members are PL reward models, which the report prices at the researcher's rate; 0 for
-    every other run."""
+    every other run. A run that reads reference answers carries what writing them cost
+    (:func:`_reference_costs`)."""
     # A panel's cost is its members' (judges.services.panels): their runs are read with the
     # report's, and each panel's row sums theirs.
     members = list(
@@ -386,12 +387,16 @@ def report_costs_get(
     graded = _grade_costs(study=study, filters=filters, run_ids=read_ids)
     if graded:
         costs["cost_usd"] += costs["run_id"].map(graded).fillna(0.0)
+    # The members' own calls, before the references: a panel counts its references once.
+    spent = costs.set_index("run_id")["cost_usd"].copy()
+    references = _reference_costs(study=study, filters=filters, run_ids=read_ids, members=members)
+    if references:
+        costs["cost_usd"] += costs["run_id"].map(references).fillna(0.0)
     costs["pl_members"] = 0
     if members:
-        spent = costs.set_index("run_id")["cost_usd"]
         for panel_id in sorted({panel for panel, _, _ in members}):
             own = [(m, kind) for p, m, kind in members if p == panel_id]
-            total = float(sum(spent.get(m, 0.0) for m, _ in own))
+            total = float(sum(spent.get(m, 0.0) for m, _ in own)) + references.get(panel_id, 0.0)
             costs.loc[costs["run_id"] == panel_id, "cost_usd"] = total
             costs.loc[costs["run_id"] == panel_id, "pl_members"] = sum(
                 kind == Judge.Kind.PL for _, kind in own
@@ -432,6 +437,55 @@ def _grade_costs(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> d
         .values_list("run_id", "cost")
     )
     return {int(run_id): float(cost or 0) for run_id, cost in rows}
+
+
+def _reference_costs(
+    *, study: Study, filters: VoteFilters, run_ids: list[int], members: list[tuple[int, int, str]]
+) -> dict[int, float]:
+    """Per run that reads reference answers, what writing the references of the prompts it
+    judged on the filtered pairs cost (the reference ledger, judges.models.ReferenceCall: every
+    reference judge's rows for those prompts, failed attempts included); {} with no read when
+    the study names no reference categories.
+
+    A run reads them when its judge has a reference template (judges.services.grading), a
+    panel's when one of its members' does. Each such run carries the references in full (what
+    the judge would cost alone); a panel carries them once, whatever its members."""
+    categories = list(study.reference_categories or [])
+    if not categories or not run_ids:
+        return {}
+    guided = set(
+        JudgeRun.objects.filter(pk__in=run_ids)
+        .exclude(judge__reference_template="")
+        .values_list("pk", flat=True)
+    )
+    guided |= {panel for panel, member, _ in members if member in guided}
+    if not guided:
+        return {}
+    per_prompt = {
+        int(prompt_id): float(cost)
+        for prompt_id, cost in ReferenceCall.objects.filter(
+            study=study, prompt__category__in=categories
+        )
+        .values("prompt_id")
+        .annotate(cost=Sum("cost_usd"))
+        .order_by("prompt_id")
+        .values_list("prompt_id", "cost")
+        if cost
+    }
+    if not per_prompt:
+        return {}
+    judged = (
+        JudgeCall.objects.filter(
+            pair_q(filters, "pair__"), run_id__in=sorted(guided), pair__prompt_id__in=per_prompt
+        )
+        .order_by()
+        .values_list("run_id", "pair__prompt_id")
+        .distinct()
+    )
+    out: dict[int, float] = {}
+    for run_id, prompt_id in judged:
+        out[int(run_id)] = out.get(int(run_id), 0.0) + per_prompt[int(prompt_id)]
+    return out
 
 
 def report_grades_get(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:

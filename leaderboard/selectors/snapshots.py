@@ -14,7 +14,7 @@ from django.db import connection
 
 from annotation.models import Answer, HumanJudgment, Pair, Study, System, Worker
 from annotation.models import RowDeletions as AnnotationRowDeletions
-from judges.models import AnswerScore, JudgeCall, JudgeRun
+from judges.models import AnswerScore, JudgeCall, JudgeRun, ReferenceCall
 from judges.models import RowDeletions as JudgesRowDeletions
 from leaderboard.models import ReportSnapshot
 from leaderboard.selectors.extras import ReportExtras
@@ -127,6 +127,7 @@ def fingerprint_sql() -> str:
         "run": JudgeRun._meta.db_table,
         "call": JudgeCall._meta.db_table,
         "score": AnswerScore._meta.db_table,
+        "reference": ReferenceCall._meta.db_table,
     }
     deleted = {
         name: f"(SELECT deletions FROM {counters._meta.db_table} "
@@ -178,15 +179,19 @@ def fingerprint_sql() -> str:
           {latest_finished},
           {deleted["call"]},
           {latest_score},
-          {deleted["score"]}
+          {deleted["score"]},
+          {latest_child_sql(tables["reference"], "study_id", "%(study)s")},
+          (SELECT max(finished_at) FROM {tables["reference"]} WHERE study_id = %(study)s)
     """
 
 
 def study_data_fingerprint(*, study: Study) -> str:
     """A cheap fingerprint of everything a report of the study reads: SHA-256 of the largest ids
     of its pairs, answers, judgments, judge calls and answer scores, each run's latest finished
-    call, its runs with their statuses, its excluded workers, and the deletion counters
-    of those tables, in one statement of index lookups that does not grow with the study.
+    call, its runs with their statuses, its excluded workers, the deletion counters of those
+    tables, and its reference ledger's latest row and latest finished row (a reference written,
+    or its request paid, changes what reference-guided judges cost), in one statement of index
+    lookups that does not grow with the study.
 
     A row added, finished or excluded changes it; so does a run changing status, and a row
     deleted anywhere (the counters are kept by statement-level triggers, see

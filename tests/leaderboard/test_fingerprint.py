@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Answer, HumanJudgment, Pair, Study, System, Worker
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, ReferenceCall
 from leaderboard.selectors.snapshots import fingerprint_sql, study_data_fingerprint
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair, make_prompt_with_answers
@@ -113,7 +113,22 @@ def _answer_deleted_elsewhere(study: Study, run: JudgeRun, cast: Cast) -> None:
     assert study_data_fingerprint(study=study) != before
 
 
+def _reference_written(study: Study, run: JudgeRun, cast: Cast) -> None:
+    # A reference judge's request (judges.models.ReferenceCall): its arrival, then its reply
+    # and cost, each change what a reference-guided judge costs in the report.
+    pair = Pair.objects.get(study=study)
+    call = ReferenceCall.objects.create(
+        study=study, prompt=pair.prompt, judge=run.judge, idempotency_key="fp-ref"
+    )
+    before = study_data_fingerprint(study=study)
+    ReferenceCall.objects.filter(pk=call.pk).update(
+        status="done", reply="42", cost_usd="0.01", finished_at=timezone.now()
+    )
+    assert study_data_fingerprint(study=study) != before
+
+
 CHANGES: dict[str, Callable[[Study, JudgeRun, Cast], None]] = {
+    "a reference written": _reference_written,
     "a pair added": _pair_added,
     "an answer added": _answer_added,
     "a score added": _score_added,
@@ -168,6 +183,7 @@ FINGERPRINT_INDEXES = {
     "annotation_worker": {"worker_study_excluded", "worker_unique_external_id"},
     "judges_judgecall": {"call_run_id", "call_run_finished"},
     "judges_answerscore": {"score_run_id"},
+    "judges_referencecall": {"reference_call_study_id", "reference_call_study_finished"},
 }
 
 
