@@ -19,6 +19,7 @@ from django.utils import timezone
 from annotation.models import Assignment, HumanJudgment, Pair, Preference, Study, Worker
 from annotation.rendering import markdown_render_safe
 from core.db.prepared import PreparedSelect
+from core.db.rows import relation_attach, relation_loaded
 
 
 @dataclass(frozen=True)
@@ -262,11 +263,11 @@ def work_item_build(*, assignment: Assignment, study: Study | None = None) -> Wo
     gives it: `study`, the assignment's study as the caller read it in this request (the API's,
     read with the worker).
     """
-    if not Assignment._meta.get_field("pair").is_cached(assignment):
+    if not relation_loaded(assignment, "pair"):
         if study is not None and study.pk == assignment.study_id:
             loaded = _ITEM_OF_STUDY.first(assignment.pk)
             if loaded is not None:
-                Assignment._meta.get_field("study").set_cached_value(loaded, study)
+                relation_attach(loaded, "study", study)
         else:
             loaded = _ITEM.first(assignment.pk)
         if loaded is None:

@@ -23,7 +23,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
 from django.utils import timezone
 
 from annotation.models import Assignment, Worker
@@ -35,6 +34,7 @@ from annotation.services.errors import (
     WorkerBlocked,
 )
 from core.db.prepared import prepared_cursor
+from core.db.rows import instance_saved
 
 # How many open pairs one claim looks at; the fewest-taken of them wins. Bounded so that a claim
 # reads a few index pages whatever the size of the study.
@@ -178,7 +178,8 @@ def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
         raise WorkerBlocked(BLOCKED_MESSAGE)
     assignment = None
     if outcome in ("held", "reserved"):
-        assignment = Assignment(
+        assignment = instance_saved(
+            Assignment,
             pk=pk,
             public_id=public_id,
             study_id=study_id,
@@ -189,8 +190,6 @@ def _claim_pass(*, worker: Worker, wait_for: int | None) -> _Pass:
             reserved_at=reserved_at,
             expires_at=expires_at,
         )
-        assignment._state.adding = False
-        assignment._state.db = connection.alias
     return _Pass(outcome, assignment, done=done, target=target, wait_for=first_busy)
 
 

@@ -13,8 +13,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Field, Model
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.models import (
@@ -37,6 +36,7 @@ from annotation.services.errors import (
 from annotation.services.workers import worker_gold_check
 from core.conventions import SEVEN_VALUE_KEYS, likert_collapse, likert_mirror
 from core.db.prepared import PreparedSelect, prepared_cursor
+from core.db.rows import mark_saved, model_insert
 
 T = TypeVar("T")
 
@@ -212,8 +212,7 @@ def _submit_locked(
         # Released or expired meanwhile: nothing of this submit stays (the transaction rolls
         # back the judgment).
         raise AssignmentClosed("This item can no longer be answered.")
-    judgment.pk = judgment_id
-    judgment._state.adding, judgment._state.db = False, connection.alias
+    mark_saved(judgment, pk=judgment_id)
     if assignment.pair.is_gold:
         worker_gold_check(worker=worker)
     return Submitted(judgment=judgment, done=done)
@@ -223,7 +222,8 @@ def _submit_locked(
 # it is still reserved (a conditional UPDATE: no row when it was released or expired meanwhile),
 # which also counts the worker's other submitted assignments for their progress; and the pay
 # entry, written only when the assignment was marked. The columns and values are the models' own
-# (every concrete field but the primary key, each value as Django's INSERT would send it), so
+# (core.db.rows.model_insert: every concrete field but the primary key, each value as Django's
+# INSERT would send it), so
 # the rows are those HumanJudgment.objects.create and PayEntry.objects.create would write.
 # The count reads the statement's snapshot, which predates the UPDATE, hence the + 1; the
 # worker holds at most one open reservation, so no other submit of theirs can race it.
@@ -242,52 +242,28 @@ SELECT judgment.id, marked.done FROM judgment LEFT JOIN marked ON true
 """
 
 
-def _inserted_fields(model: type[Model]) -> list[Field[Any, Any]]:
-    return [
-        field
-        for field in model._meta.concrete_fields
-        if not field.primary_key and not field.generated
-    ]
-
-
 @functools.cache
 def _submit_sql() -> str:
-    def quote(name: str | None) -> str:
-        assert name is not None  # concrete fields have columns
-        return connection.ops.quote_name(name)
-
-    judgment_fields = _inserted_fields(HumanJudgment)
-    pay_fields = _inserted_fields(PayEntry)
+    judgment, pay = model_insert(HumanJudgment), model_insert(PayEntry)
     return _SUBMIT.format(
-        judgment_table=quote(HumanJudgment._meta.db_table),
-        judgment_columns=", ".join(quote(f.column) for f in judgment_fields),
-        judgment_values=", ".join("%s" for _ in judgment_fields),
-        pay_table=quote(PayEntry._meta.db_table),
-        pay_columns=", ".join(quote(f.column) for f in pay_fields),
-        pay_values=", ".join(
-            "judgment.id" if f.attname == "judgment_id" else "%s" for f in pay_fields
-        ),
+        judgment_table=judgment.table,
+        judgment_columns=", ".join(judgment.columns),
+        judgment_values=", ".join("%s" for _ in judgment.columns),
+        pay_table=pay.table,
+        pay_columns=", ".join(pay.columns),
+        pay_values=", ".join("judgment.id" if a == "judgment_id" else "%s" for a in pay.attnames),
     )
-
-
-def _insert_values(obj: Model, *, skip: str = "") -> list[Any]:
-    """The values Django's INSERT would send for `obj` (pre_save, then get_db_prep_save)."""
-    return [
-        field.get_db_prep_save(field.pre_save(obj, add=True), connection=connection)
-        for field in _inserted_fields(type(obj))
-        if field.attname != skip
-    ]
 
 
 def _submit_statement(
     *, judgment: HumanJudgment, pay: PayEntry, assignment: Assignment, now: datetime
 ) -> tuple[str, list[Any]]:
     params = [
-        *_insert_values(judgment),
+        *model_insert(HumanJudgment).values(judgment),
         now,
         assignment.pk,
         assignment.worker_id,
-        *_insert_values(pay, skip="judgment_id"),
+        *model_insert(PayEntry).values(pay, skip=("judgment_id",)),
     ]
     return _submit_sql(), params
 

@@ -1,1 +1,2 @@
-"""Database tools that know no domain: the PostgreSQL backend and prepared statements."""
+"""Database tools that know no domain: the PostgreSQL backend, prepared statements, and the seams
+where a service steps past the ORM (rows.py)."""

@@ -22,6 +22,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotation.models import Pair, Study
+from core.db.rows import mark_new
 from judges.llm.parsing import CanonicalVerdict, ParseResult, reply_parse, verdict_canonical
 from judges.models import Judge, JudgeCall, JudgeRun, OutputFormat, template_hash
 from judges.services.calls import call_content
@@ -208,8 +209,7 @@ def judge_templates_copy(*, judge: Judge, draft: TemplateDraft, name: str) -> Ju
     if Judge.objects.filter(name=name).exists():
         raise ValidationError({"new_name": f"A judge named {name!r} exists; pick another name."})
     new = judge_draft(judge=judge, draft=draft)
-    new.pk = None
-    new._state.adding = True
+    mark_new(new)
     new.name = name
     new.full_clean()
     new.save()

@@ -41,6 +41,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Model, Q, QuerySet
 
+from core.db.rows import queryset_sql
+
 
 def frame_read(
     qs: QuerySet[Model],
@@ -59,7 +61,7 @@ def frame_read(
     """
     rows = qs.order_by().values_list(*fields)
     try:
-        sql, params = rows.query.sql_with_params()
+        sql, params = queryset_sql(rows)
     except EmptyResultSet:
         sql = ""
     if not sql or connection.vendor != "postgresql":
@@ -122,7 +124,7 @@ def frame_read_coded(  # noqa: C901 - hot path: one pass decodes each column kin
     small = small or {}
     rows = qs.order_by().values_list(*fields)
     try:
-        sql, params = rows.query.sql_with_params()
+        sql, params = queryset_sql(rows)
     except EmptyResultSet:
         sql = ""
     if sql and connection.vendor == "postgresql":

@@ -36,6 +36,7 @@ from django.db.models import QuerySet
 
 from annotation.models import Study
 from core.csvsafe import csv_cell_sql
+from core.db.rows import queryset_sql
 from leaderboard.selectors.exports import EXPORT_COMPUTED, EXPORT_TABLES, study_export_queryset
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
@@ -151,7 +152,7 @@ def _copy_sql(
     """The COPY statement that writes the rows as CSV, ordered by the table's id (the first
     column), and its parameters."""
     paths = [path for path, _ in EXPORT_TABLES[table]]
-    inner, params = qs.order_by().values_list(*paths).query.sql_with_params()
+    inner, params = queryset_sql(qs.order_by().values_list(*paths))
     aliases = [f"c{i}" for i in range(len(columns))]
     cells = ", ".join(
         _cell_sql(c, a, neutralise=neutralise) for c, a in zip(columns, aliases, strict=True)
