@@ -9,14 +9,17 @@ database (`Model._state`); a model's INSERT is the columns and values Django's w
 (`_meta.concrete_fields`, `get_db_prep_save`); a relation is loaded or attached without a query
 (the field's cache); a queryset's SQL nests in a statement of our own; the session engine reads
 Django's sessions (`SessionStore._get_session_from_db`). When a Django or psycopg upgrade moves
-one of those internals, this file fails first.
+one of those internals, this file fails first. The last test keeps those internals here: no other
+module of the project names them.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +48,8 @@ from core.db.rows import (
 from core.sessions import SessionStore
 from tests.annotation.work_helpers import make_pairs, make_worker, submit
 from tests.conftest import Cast
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def worker_in_study() -> PreparedSelect[Worker]:
@@ -395,3 +400,45 @@ def test_the_session_engine_reads_djangos_sessions_compiled_once(
     for key in (djangos.session_key, "x" * 32):
         stale = SessionStore(session_key=key)
         assert stale.load() == {} and stale.session_key is None
+
+
+# Django and psycopg internals the seams use; outside core/db/ and core/sessions.py no module of
+# the project may name them (tests aside: this file is where they are checked).
+PRIVATE = re.compile(
+    r"\._state\b|concrete_fields|get_db_prep_save|(?<!refresh_)\bfrom_db\b|_send_query"
+    r"|get_converters|apply_converters|get_related_populators|_get_session_from_db"
+    r"|_prepare_cursor|\bis_cached\b|set_cached_value|fields_cache|klass_info|get_compiler"
+    r"|sql_with_params"
+)
+SEAMS = ("core/db/", "core/sessions.py")
+
+
+def project_modules() -> list[Path]:
+    """Every Python file of the project but its tests (hidden folders, like .venv, aside)."""
+    tops = [REPO / "manage.py"]
+    for top in sorted(REPO.iterdir()):
+        if top.is_dir() and not top.name.startswith(".") and top.name not in {"tests", "var"}:
+            tops.extend(sorted(top.rglob("*.py")))
+    return tops
+
+
+def test_django_and_psycopg_internals_are_named_only_in_core_db_and_the_session_engine() -> None:
+    found = []
+    modules = project_modules()
+    assert REPO / "annotation" / "services" / "judgments.py" in modules
+    for path in modules:
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith(SEAMS):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if PRIVATE.search(line):
+                found.append(f"{relative}:{number}: {line.strip()}")
+    assert found == [], "use a seam of core/db/ (core/db/rows.py) instead:\n" + "\n".join(found)
+
+
+def test_the_internals_check_sees_a_use() -> None:
+    assert PRIVATE.search("judgment._state.adding = False")
+    assert PRIVATE.search('Assignment._meta.get_field("pair").is_cached(a)')
+    assert PRIVATE.search("rows.query.sql_with_params()")
+    assert not PRIVATE.search("worker.refresh_from_db()")
+    assert not PRIVATE.search("worker_state = probe_state(kind)")
