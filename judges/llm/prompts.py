@@ -147,11 +147,13 @@ LIKERT_NO_POSITION = PromptTemplate(
     output_format=OutputFormat.LIKERT,
     text=_LIKERT_BODY + _LIKERT_NO_POSITION + "\n" + _LIKERT_FORMAT,
 )
-TWO_SCORES = PromptTemplate(
-    name="two_scores",
-    title="One score from 1 to 10 per answer",
-    output_format=OutputFormat.TWO_SCORES,
-    text="""You are grading two replies written by AI assistants to the same request.
+_TWO_SCORES_INSTRUCTION = """\
+Grade each reply on its own merits from 1 (useless or harmful) to 10 (could not be better),
+considering helpfulness, correctness, completeness and clarity. Write the two grades on the first
+line, the first reply's grade then the second reply's, separated by one space (for example: 7 4).
+From the second line on, justify the grades briefly."""
+
+_TWO_SCORES_BODY = """You are grading two replies written by AI assistants to the same request.
 
 Request:
 <<<
@@ -168,10 +170,46 @@ Second reply:
 {answer_second}
 >>>
 
-Grade each reply on its own merits from 1 (useless or harmful) to 10 (could not be better),
-considering helpfulness, correctness, completeness and clarity. Write the two grades on the first
-line, the first reply's grade then the second reply's, separated by one space (for example: 7 4).
-From the second line on, justify the grades briefly.""",
+"""
+
+# A reference answer to grade both replies against: a mistake costs a reply its correctness
+# however it is written (MT-Bench's reference-guided grading of math, reasoning and code).
+_TWO_SCORES_REFERENCE = (
+    _TWO_SCORES_BODY
+    + """A reference answer, known to be correct, is given
+below; it is neither of the two replies. Check each reply against it, and let a wrong result or
+a broken step lower a reply's grade however clear or long the reply is.
+
+Reference answer:
+<<<
+{reference}
+>>>
+
+"""
+    + _TWO_SCORES_INSTRUCTION
+)
+
+_TWO_SCORES_MULTI_TURN = """You are grading two AI assistants that each held a conversation
+with the same person. The person's messages are the same in both conversations; each assistant's
+replies are its own. The conversation, turn by turn:
+
+{conversation}
+
+Grade only each assistant's reply in turn {turn}, the last turn above, taking the earlier turns
+as context: a turn-{turn} reply should answer the person's latest message and stay consistent
+with what its own assistant said before. Grade each of the two turn-{turn} replies on its own
+merits from 1 (useless or harmful) to 10 (could not be better), considering helpfulness,
+correctness, completeness and clarity. Write the two grades on the first line, the first
+assistant's grade then the second's, separated by one space (for example: 7 4). From the second
+line on, justify the grades briefly."""
+
+TWO_SCORES = PromptTemplate(
+    name="two_scores",
+    title="One score from 1 to 10 per answer",
+    output_format=OutputFormat.TWO_SCORES,
+    text=_TWO_SCORES_BODY + _TWO_SCORES_INSTRUCTION,
+    reference_text=_TWO_SCORES_REFERENCE,
+    multi_turn_text=_TWO_SCORES_MULTI_TURN,
 )
 VERDICT = PromptTemplate(
     name="verdict",
@@ -193,6 +231,28 @@ Compare the replies for helpfulness, relevance, accuracy, depth and care. Ignore
 which they are shown, their length and the assistants' names. Explain your comparison in a few
 sentences, then end with your verdict as exactly one of these tokens: [[A]] if assistant A is
 better, [[B]] if assistant B is better, [[C]] if they are equally good.""",
+    reference_text="""\
+Act as an impartial referee between two AI assistants. Below is a user's request,
+a reference answer known to be correct, and the reply of assistant A and of assistant B.
+
+[Request]
+{question}
+
+[Reference answer]
+{reference}
+
+[Assistant A]
+{answer_first}
+
+[Assistant B]
+{answer_second}
+
+The reference is neither assistant's reply. First work out, against the reference, where each
+reply is right and where it goes wrong; a reply with a wrong result loses to a correct one
+however well it is explained. Ignore the order in which the replies are shown, their length and
+the assistants' names. Explain your comparison in a few sentences, then end with your verdict as
+exactly one of these tokens: [[A]] if assistant A is better, [[B]] if assistant B is better,
+[[C]] if they are equally good.""",
     multi_turn_text="""Act as an impartial referee between two AI assistants, A (the first
 assistant below) and B (the second), that each held a conversation with the same user. The
 user's messages are the same in both; each assistant's replies are its own. The conversation,
@@ -236,6 +296,20 @@ choose one or more:
 On the first line write FIRST or SECOND, naming the better reply. On the second line write the
 keys of the values you chose (the words before the colons), separated by commas. From the third
 line on, explain briefly.""",
+    multi_turn_text="""Two AI assistants each held the same conversation with a person asking for
+advice; the person's messages are the same in both, each assistant's replies are its own. The
+conversation, turn by turn:
+
+{conversation}
+
+Compare only the two replies in turn {turn}, the last turn above; the earlier turns are context
+for them. First decide which turn-{turn} reply is better. Then say which of these values make the
+better reply better; choose one or more:
+{values}
+
+On the first line write FIRST or SECOND, naming the first or the second assistant's turn-{turn}
+reply. On the second line write the keys of the values you chose (the words before the colons),
+separated by commas. From the third line on, explain briefly.""",
 )
 
 _GRADE_BODY = """You are grading one reply that an AI assistant wrote to a request. Grade it alone:

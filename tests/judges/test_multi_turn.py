@@ -374,3 +374,30 @@ def test_a_verdict_judge_at_turn_two_names_its_assistants_in_the_order_shown(
     shown = sent(calls["ab"])
     assert_in_order(shown, [Q1, X[0], Y[0], Q2, X[1], Y[1]])
     assert "Compare only the two replies to the user's message in turn 2" in shown
+
+
+@pytest.mark.parametrize(
+    ("template", "reply", "heading"),
+    [
+        ("two_scores", "two_scores", "Grade only each assistant's reply in turn 2"),
+        ("values", "values_second", "Compare only the two replies in turn 2"),
+    ],
+)
+def test_the_two_scores_and_values_judges_at_turn_two_see_the_conversation(
+    cast: Cast, turn_fake: FakeOpenAI, api_key: str, template: str, reply: str, heading: str
+) -> None:
+    _, _, (pair,) = two_turn_study(cast.study, turns=(2,))
+    turn_fake.replies = {"t2:ab": reply, "t2:ba": reply}
+    judge = llm_judge(turn_fake, name=f"{template} judge", template=template, multi_turn=True)
+    run = judge_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    run_all(run)
+    calls = {c.order: c for c in run.calls.all()}
+    # The first-shown answer wins in two_scores' "8 5" and loses in values' "SECOND".
+    first_wins = template == "two_scores"
+    assert {order: (c.turn, c.preference) for order, c in calls.items()} == {
+        "ab": (2, "A" if first_wins else "B"),
+        "ba": (2, "B" if first_wins else "A"),
+    }
+    shown = sent(calls["ab"])
+    assert_in_order(shown, [Q1, X[0], Y[0], Q2, X[1], Y[1]])
+    assert heading in shown

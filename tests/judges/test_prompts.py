@@ -82,3 +82,57 @@ def test_a_reference_variant_shows_the_reference_where_the_plain_one_does_not(na
         reference, question="q", answer="a", answer_first="f", answer_second="s", reference="REF"
     )
     assert "Reference answer:\n<<<\nREF\n>>>" in text
+
+
+# What each reply format's instruction says, in every variant of a template of that format: a
+# variant that asked for another format would be parsed as the plain template's and fail.
+FORMAT_WORDS = {
+    "likert": "as a single digit, on the first line",
+    "two_scores": "separated by one space (for example: 7 4)",
+    "verdict": "[[A]] if assistant A",
+    "values": "On the first line write FIRST or SECOND",
+    "grade": "as a whole number from 1 to 10, on the first line",
+}
+
+
+def test_the_shipped_variants_are_the_documented_ones():
+    assert {name for name, t in TEMPLATES.items() if t.reference_text} == {
+        "likert",
+        "two_scores",
+        "verdict",
+        "grade",
+    }
+    assert {name for name, t in TEMPLATES.items() if t.multi_turn_text} == {
+        "likert",
+        "two_scores",
+        "verdict",
+        "values",
+        "grade",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(name for name, t in TEMPLATES.items() if t.reference_text))
+def test_every_reference_variant_shows_the_reference_and_asks_for_its_format(name):
+    template = TEMPLATES[name]
+    text = template_render(
+        template.reference_text,
+        question="Q-TEXT",
+        answer="ONE",
+        answer_first="FIRST-TEXT",
+        answer_second="SEC",
+        reference="REF-TEXT",
+    )
+    assert "REF-TEXT" in text and "Q-TEXT" in text and "{" + "reference}" not in text
+    assert ("ONE" in text) if name == "grade" else ("FIRST-TEXT" in text and "SEC" in text)
+    assert FORMAT_WORDS[template.output_format] in " ".join(text.split())
+
+
+@pytest.mark.parametrize("name", sorted(name for name, t in TEMPLATES.items() if t.multi_turn_text))
+def test_every_multi_turn_variant_shows_the_conversation_and_asks_for_its_format(name):
+    template = TEMPLATES[name]
+    assert "{conversation}" in template.multi_turn_text and "{turn}" in template.multi_turn_text
+    text = template_render(
+        template.multi_turn_text, question="", conversation="CONVERSATION-TEXT", turn=2
+    )
+    assert "CONVERSATION-TEXT" in text and "turn 2" in text and "{turn}" not in text
+    assert FORMAT_WORDS[template.output_format] in " ".join(text.split())
