@@ -2,10 +2,10 @@
 
 Each is made by core.tasks.task (a stable name, late acknowledgement, redelivery when its
 worker dies, no stored result: the call rows are the record; time limits) and takes ids only.
-Queues: LLM calls, fan-out and panel combination on llm_judge, the reconcilers of calls and of
-PL runs on judge_reconcile, PL training and scoring on reward_model, connection tests on
-default. A dropped database connection is the one error the call
-tasks retry here (the services retry their own writes first; what is left is safe to run again).
+Queues: LLM calls, fan-out, panel combination and reference writing on llm_judge, the
+reconcilers of calls and of PL runs on judge_reconcile, PL training and scoring on reward_model,
+connection tests on default. A dropped database connection is the one error the call tasks
+retry here (the services retry their own writes first; what is left is safe to run again).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from judges.reward.services import pl_trainings_reconcile as trainings_reconcile
 from judges.services.calls import judge_call_execute
 from judges.services.connection import judge_connection_test_run
 from judges.services.panels import panel_run_combine as panel_combine
+from judges.services.reference_jobs import references_write_run
 from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
 
 # A call waits at most a lease for its rate-limit slot, then runs at most a lease once claimed
@@ -183,3 +184,22 @@ def connection_test(judge_id: int) -> bool:
     deadline plus 60 s), and a new click tests again.
     """
     return judge_connection_test_run(judge_id=judge_id)
+
+
+@task(
+    name="judges.references_write",
+    queue=Queue.LLM_JUDGE,
+    soft_time_limit=3300,
+    time_limit=3420,
+)
+def references_write(study_id: int, judge_id: int) -> bool:
+    """Write the study's pending missing references with the judge (judges.services.
+    reference_jobs).
+
+    Limits 55 min soft, 57 min hard (REFERENCES_*_TIME_LIMIT): one request at a time, each at
+    most CONCORD_JUDGE_TIMEOUT_SECONDS (60) after its rate-limit wait, for the few dozen
+    prompts of a study's reference categories (MT-Bench's 80). Every request is on the
+    reference ledger as it goes, so a stopped job keeps what it wrote (its request in flight is
+    recorded failed and possibly paid) and its outcome is shown; writing again asks the rest.
+    """
+    return references_write_run(study_id=study_id, judge_id=judge_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import views, views_judges, views_pl
+from judges import views, views_judges, views_pl, views_references
 
 app_name = "judges"
 
@@ -25,6 +25,16 @@ urlpatterns = [
         name="judge_templates",
     ),
     path("<int:judge_id>/key/", views_judges.JudgeKeyView.as_view(), name="judge_key"),
+    path(
+        "references/",
+        views_references.StudyReferencesView.as_view(),
+        name="study_references",
+    ),
+    path(
+        "references/<str:job_id>.json",
+        views_references.StudyReferencesStatusView.as_view(),
+        name="study_references_status",
+    ),
     path("runs/<int:run_id>/", views.RunDetailView.as_view(), name="run_detail"),
     path("runs/<int:run_id>/progress.json", views.RunProgressView.as_view(), name="run_progress"),
     path("runs/<int:run_id>/cancel/", views.RunCancelView.as_view(), name="run_cancel"),

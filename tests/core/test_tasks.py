@@ -31,6 +31,7 @@ NAMES = {
     "judges.pl_score_run",
     "judges.pl_train",
     "judges.pl_trainings_reconcile",
+    "judges.references_write",  # added since (issue 28, references written in a worker)
     "judges.run_fan_out",
     "leaderboard.export_build",
     "leaderboard.exports_maintain",
