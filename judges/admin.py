@@ -18,7 +18,15 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 
 from judges.llm.prompts import TEMPLATES, VARIABLES
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, PanelMember, template_hash
+from judges.models import (
+    AnswerScore,
+    Judge,
+    JudgeCall,
+    JudgeRun,
+    PanelMember,
+    ReferenceCall,
+    template_hash,
+)
 from judges.services.judges import judge_readiness, judge_validate
 from judges.services.panels import panel_validate
 from judges.services.templates import TEMPLATE_FIELDS
@@ -308,6 +316,35 @@ class JudgeCallAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: JudgeCall | None = None) -> bool:
+        return False
+
+
+@admin.register(ReferenceCall)
+class ReferenceCallAdmin(admin.ModelAdmin):
+    """The reference ledger: what each reference judge was asked for a prompt, what it said and
+    cost; readable, never edited (judges.services.references writes it)."""
+
+    list_display = (
+        "pk",
+        "study",
+        "prompt_id",
+        "judge",
+        "status",
+        "stored",
+        "tokens_in",
+        "tokens_out",
+        "cost_usd",
+        "attempts",
+        "finished_at",
+    )
+    list_filter = ("status", "judge", "study")
+    list_select_related = ("study", "judge")
+    search_fields = ("reply", "error")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ReferenceCall | None = None) -> bool:
         return False
 
 

@@ -185,3 +185,20 @@ def test_the_study_and_judge_pages_link_to_the_references_page(cast: Cast, judge
     assert url(cast) in client.get(f"/studies/{cast.study.slug}/").content.decode()
     page = client.get(f"/studies/{cast.study.slug}/judges/{judge.pk}/").content.decode()
     assert f"{url(cast)}?judge={judge.pk}" in page
+
+
+def test_admins_read_the_reference_ledger_in_the_admin_and_never_edit_it(
+    cast: Cast, queue: None, judge: Judge
+) -> None:
+    client = client_for(cast.researcher)
+    click(client, cast, judge)
+    references_write(cast.study.pk, judge.pk)
+    row = ReferenceCall.objects.filter(study=cast.study).first()
+    assert row is not None
+    admin = Client()
+    admin.force_login(cast.admin)
+    listing = admin.get("/admin/judges/referencecall/")
+    assert listing.status_code == 200 and "ref-writer" in listing.content.decode()
+    assert admin.get("/admin/judges/referencecall/add/").status_code == 403
+    change = admin.get(f"/admin/judges/referencecall/{row.pk}/change/")
+    assert change.status_code == 200 and 'type="submit" value="Save"' not in change.content.decode()
