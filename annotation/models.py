@@ -852,6 +852,11 @@ class Assignment(models.Model):
     # of the last recompute (annotation/sql/annotation_claim_propensity.sql). Empty for uniform
     # studies, gold pairs and active studies before their first priorities: uniform draws.
     propensity = models.FloatField(null=True, blank=True, editable=False)
+    # The recompute that propensity came from (the study's priorities_at when the pair was
+    # served, read in the same statement as its k and W), so a vote's weight can be traced to
+    # the priorities in force when it was drawn. Empty without a propensity, and on the
+    # assignments drawn before it was recorded (annotation 0029).
+    priorities_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-reserved_at"]
@@ -873,6 +878,10 @@ class Assignment(models.Model):
             models.CheckConstraint(
                 condition=Q(propensity__isnull=True) | (Q(propensity__gt=0) & Q(propensity__lte=1)),
                 name="assignment_propensity_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(priorities_at__isnull=True) | Q(propensity__isnull=False),
+                name="assignment_recompute_has_propensity",
             ),
         ]
         indexes = [

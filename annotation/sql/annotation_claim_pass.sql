@@ -35,7 +35,8 @@
 -- Pair.priority_key order, highest first (a walk of pair_study_gold_priority, no sort of the
 -- pool), taken in that order: with Efraimidis-Spirakis keys the pair at the top is a draw in
 -- proportion to priority. Below the share the shuffle-key walk runs as for a uniform study. The
--- reservation records its propensity (annotation_claim_propensity), and a claim that fills a
+-- reservation records its propensity (annotation_claim_propensity) and the recompute it came
+-- from (Study.priorities_at, read with k and W under lock 1), and a claim that fills a
 -- pair moves its key to the bottom (annotation_claim_close). Same locks, in the same order.
 
 CREATE OR REPLACE FUNCTION annotation_claim_pass(
@@ -84,6 +85,7 @@ DECLARE
     v_uniform_share numeric;
     v_pool integer;
     v_total double precision;
+    v_priorities_at timestamptz;
     v_priority double precision;
     v_by_priority boolean;
     v_propensity double precision;
@@ -91,9 +93,9 @@ BEGIN
     -- Lock 1: the worker's row, so that one worker's claims run one at a time.
     SELECT w.state, w.study_id, s.status, s.target_per_worker, s.qualification_items,
            s.gold_share, s.overlap, s.time_limit_seconds, s.selection, s.uniform_share,
-           s.priority_pool, s.priority_total
+           s.priority_pool, s.priority_total, s.priorities_at
     INTO v_state, o_study, v_status, o_target, v_qualification, v_gold_share, v_overlap,
-         v_time_limit, v_selection, v_uniform_share, v_pool, v_total
+         v_time_limit, v_selection, v_uniform_share, v_pool, v_total, v_priorities_at
     FROM annotation_worker w JOIN annotation_study s ON s.id = w.study_id
     WHERE w.id = p_worker
     FOR UPDATE OF w;
@@ -170,7 +172,8 @@ BEGIN
         LIMIT 1;
         IF v_pair IS NOT NULL THEN
             o_id := annotation_claim_reserve(v_pair, false, p_worker, o_study, p_public_id,
-                                             v_a_left, p_now, v_expires, v_overlap, NULL);
+                                             v_a_left, p_now, v_expires, v_overlap, NULL,
+                                             NULL);
             o_outcome := CASE WHEN o_id IS NULL THEN 'retry' ELSE 'reserved' END;
             IF o_id IS NOT NULL THEN
                 o_public_id := p_public_id; o_pair := v_pair; o_a_left := v_a_left;
@@ -188,7 +191,8 @@ BEGIN
             o_id := annotation_claim_reserve(p_wait_for, true, p_worker, o_study, p_public_id,
                                              v_a_left, p_now, v_expires, v_overlap,
                                              annotation_claim_propensity(v_selection,
-                                                 v_uniform_share, v_pool, v_total, v_priority));
+                                                 v_uniform_share, v_pool, v_total, v_priority),
+                                             v_priorities_at);
             IF o_id IS NOT NULL THEN
                 PERFORM annotation_claim_close(p_wait_for, v_selection, p_now, v_overlap);
                 o_outcome := 'reserved';
@@ -284,7 +288,8 @@ LIMIT p_window
     o_id := annotation_claim_reserve(v_pair, true, p_worker, o_study, p_public_id, v_a_left,
                                      p_now, v_expires, v_overlap,
                                      annotation_claim_propensity(v_selection, v_uniform_share,
-                                                                 v_pool, v_total, v_priority));
+                                                                 v_pool, v_total, v_priority),
+                                     v_priorities_at);
     IF o_id IS NULL THEN
         o_outcome := 'retry';
         RETURN;

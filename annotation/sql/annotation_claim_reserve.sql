@@ -8,7 +8,8 @@
 -- statement that locked the pair may have started reading before such a claim committed): the
 -- slots counted here are the ones that decide. The INSERT takes the assignment table's row locks
 -- on what it writes only.
--- p_propensity is written into the reservation's row as it is (NULL: a uniform draw).
+-- p_propensity is written into the reservation's row as it is (NULL: a uniform draw), and with
+-- it p_priorities_at, the recompute the propensity came from (NULL with a NULL propensity).
 
 CREATE OR REPLACE FUNCTION annotation_claim_reserve(
     p_pair bigint,
@@ -20,7 +21,8 @@ CREATE OR REPLACE FUNCTION annotation_claim_reserve(
     p_now timestamp with time zone,
     p_expires timestamp with time zone,
     p_overlap integer,
-    p_propensity double precision
+    p_propensity double precision,
+    p_priorities_at timestamp with time zone
 )
  RETURNS bigint
  LANGUAGE plpgsql
@@ -35,9 +37,9 @@ BEGIN
     END IF;
     INSERT INTO annotation_assignment
         (public_id, study_id, pair_id, worker_id, a_left, status, reserved_at, expires_at,
-         propensity)
+         propensity, priorities_at)
     SELECT p_public_id, p_study, p_pair, p_worker, p_a_left, 'reserved', p_now, p_expires,
-           p_propensity
+           p_propensity, CASE WHEN p_propensity IS NULL THEN NULL ELSE p_priorities_at END
     WHERE (NOT p_capped
            OR (SELECT count(*) FROM annotation_assignment a
                WHERE a.pair_id = p_pair

@@ -101,11 +101,40 @@ def test_uniform_studies_and_gold_pairs_record_no_propensity(cast: Cast) -> None
     worker = make_worker(active, "g")
     gold = assignment_claim_next(worker=worker)
     assert gold is not None and gold.pair.is_gold
-    assert list(Assignment.objects.values_list("propensity", flat=True)) == [None, None]
+    assert list(Assignment.objects.values_list("propensity", "priorities_at")) == [(None, None)] * 2
 
 
 def test_an_active_study_before_any_priority_is_served_uniformly(cast: Cast) -> None:
     study = active_study(cast.study, share="0.2")
     make_pairs(study, 3)
     assert assignment_claim_next(worker=cast.worker_one) is not None
-    assert Assignment.objects.get().propensity is None
+    assert Assignment.objects.values_list("propensity", "priorities_at").get() == (None, None)
+
+
+def test_each_reservation_records_the_recompute_its_propensity_came_from(cast: Cast) -> None:
+    """A claim between two recomputes records the first one's time and e / k + (1 - e) p / W
+    from the first one's pool; a claim after the second records the second's, though the first
+    assignment's pair changed priority meanwhile: each vote keeps the propensity of its draw."""
+    study = active_study(cast.study, share="0.5", overlap=2)
+    pairs = make_pairs(study, 2)
+    first, second = ({p.pk: v for p, v in zip(pairs, values, strict=True)} for values in
+                     ([0.8, 0.2], [0.1, 0.9]))  # fmt: skip
+    random.seed(0)
+    pair_priorities_store(study=study, priorities=first, seed=1)
+    study.refresh_from_db()
+    at_first = study.priorities_at
+    early = assignment_claim_next(worker=cast.worker_one)
+    assert early is not None
+    pair_priorities_store(study=study, priorities=second, seed=2)
+    study.refresh_from_db()
+    at_second = study.priorities_at
+    assert at_first is not None and at_second is not None and at_second > at_first
+    late = assignment_claim_next(worker=make_worker(study, "late"))
+    assert late is not None
+    rows = dict(
+        (pk, (q, at))
+        for pk, q, at in Assignment.objects.values_list("pk", "propensity", "priorities_at")
+    )
+    # Both recomputes saw both pairs open (k = 2) with W = 1.0.
+    assert rows[early.pk] == (pytest.approx(0.5 / 2 + 0.5 * first[early.pair_id]), at_first)
+    assert rows[late.pk] == (pytest.approx(0.5 / 2 + 0.5 * second[late.pair_id]), at_second)
