@@ -227,6 +227,18 @@ class JudgeRun(models.Model):
     score_requeued_at = models.DateTimeField(
         null=True, blank=True, help_text="When the reconciler last queued the scoring again."
     )
+    # When the scoring's message was last sent (start, resume, the reconciler): a pending run no
+    # worker claimed for CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS after it lost its message, and
+    # the reconciler sends another (counted in `score_resends`, the last at `score_resent_at`).
+    score_queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the scoring's message was last sent."
+    )
+    score_resent_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the reconciler last sent again a message that no worker had claimed.",
+    )
+    score_resends = models.PositiveSmallIntegerField(default=0, db_default=0)
     # A panel run's member runs, whose calls its derived calls combine and whose costs are its
     # cost in the report (judges.services.panels).
     panel_sources = models.ManyToManyField(

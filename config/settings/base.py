@@ -175,6 +175,11 @@ CONCORD_REWARD_SCORE_LEASE_SECONDS: float = env.float(
     "CONCORD_REWARD_SCORE_LEASE_SECONDS", default=120.0
 )
 CONCORD_REWARD_SCORE_MAX_ATTEMPTS: int = env.int("CONCORD_REWARD_SCORE_MAX_ATTEMPTS", default=3)
+# A pending PL run that no worker claimed this many seconds after its message was sent lost
+# that message: the reconciler sends another, once no message waits in the reward_model queue.
+CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS: float = env.float(
+    "CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS", default=600.0
+)
 CONCORD_REWARD_RECONCILE_SECONDS: float = env.float(
     "CONCORD_REWARD_RECONCILE_SECONDS", default=60.0
 )

@@ -28,6 +28,17 @@ stops and `pl_runs_reconcile` (beat, on the reconciler's queue) queues the run a
 lease has run out, or marks it failed after the last attempt, saying why. The answers scored
 before the kill are stored per batch, so the next worker scores only the rest.
 
+A lost message. A run whose message never reaches a worker (lost by the broker, purged, or
+sent to a queue nobody took from before a restart) would stay pending with no lease forever:
+nothing would ever claim it. The run keeps when its message was last sent (`score_queued_at`:
+start, resume, the reconciler), and the reconciler sends another to a run that no worker
+claimed for CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS after that, but only while no message
+waits in the reward_model queue (behind a long training its own message is still in line).
+The re-send is taken by one conditional UPDATE (pending, unclaimed, last sent before the grace
+period) before the message goes out, so two reconcilers send one message, and a run a worker
+claimed in the meantime is not sent again; a copy that arrives after all finds the lease live
+(or the run done) and does nothing, so a run is never scored twice at once.
+
 The Likert rule. With scores h_A and h_B, P(B better) = sigmoid((h_B - h_A) / T) (Bradley-Terry,
 the PL model for two answers, with the temperature T the training fitted on its held-out pairs:
 :mod:`judges.reward.calibration`; T = 1, "uncalibrated", for an artifact from before the fit),
@@ -56,13 +67,14 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
+from django.db.models.expressions import Func
 from django.db.models.functions import Coalesce
 from django.db.models.query import QuerySet
 from django.utils import timezone
 
 from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
-from core.broker import BrokerUnavailable, broker_check, task_send
+from core.broker import BrokerUnavailable, broker_check, queue_length, task_send
 from core.errors import ApplicationError
 from core.queues import Queue
 from core.tasks import failure_reason
@@ -137,6 +149,7 @@ def pl_run_start(
             seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
             created_by=user,
             note="PL scoring: each answer scored once, one order-invariant call per pair",
+            score_queued_at=timezone.now(),
         )
         run.pairs.set(pair_list)
         queue_on_commit(TASK_SCORE_RUN, run.pk)
@@ -158,6 +171,9 @@ def pl_run_resume(*, run: JudgeRun) -> JudgeRun:
             score_attempts=0,
             score_lease_token="",
             score_lease_expires_at=None,
+            score_queued_at=timezone.now(),
+            score_resent_at=None,
+            score_resends=0,
         )
         if changed != 1:
             run.refresh_from_db()
@@ -181,11 +197,23 @@ def _mine(run_id: int, token: str) -> QuerySet[JudgeRun]:
     )
 
 
+def _pl_judges() -> QuerySet[Judge, int]:
+    """The PL judges' ids, for a run's filter that must not join the judge's table.
+
+    An UPDATE filtered through a join is written by Django as `id IN (SELECT ... JOIN ...)`,
+    and PostgreSQL, when a concurrent UPDATE changed the row first, rechecks only the outer
+    conditions on the new row, not that subquery's: two claims at once would both succeed. A
+    filter on `judge_id IN (the PL judges)` keeps the run's own conditions outer, rechecked.
+    """
+    return Judge.objects.filter(kind=Judge.Kind.PL).values_list("pk", flat=True)
+
+
 def pl_run_claim(*, run_id: int) -> str | None:
     """Take a pending PL run's scoring for this worker; return the lease's token, or None.
 
     One conditional UPDATE: the run must be pending, hold no live lease (none, or one that ran
     out) and have had fewer than CONCORD_REWARD_SCORE_MAX_ATTEMPTS claims; the claim counts one.
+    Two claims at once (two copies of the message) give one token.
     """
     token = secrets.token_hex(16)
     now = timezone.now()
@@ -193,7 +221,7 @@ def pl_run_claim(*, run_id: int) -> str | None:
         Q(score_lease_token="") | Q(score_lease_expires_at__lt=now),
         pk=run_id,
         status=JudgeRun.Status.PENDING,
-        judge__kind=Judge.Kind.PL,
+        judge_id__in=_pl_judges(),
         score_attempts__lt=settings.CONCORD_REWARD_SCORE_MAX_ATTEMPTS,
     ).update(
         score_lease_token=token,
@@ -460,7 +488,8 @@ def _utc(moment: datetime) -> str:
 
 
 def pl_runs_reconcile() -> int:
-    """Queue again the pending PL runs whose scoring lease ran out; return how many changed.
+    """Queue again the pending PL runs whose scoring lease ran out, and send again those whose
+    message no worker claimed (see "A lost message" above); return how many changed.
 
     A lease runs out when its worker stopped beating (killed, or away from the database for
     longer than the lease). The run is sent to the reward_model queue again (first, so that a
@@ -502,8 +531,88 @@ def pl_runs_reconcile() -> int:
             logger.warning("PL run %s: not queued again, the broker refused", run_id)
             continue
         changed += lost.update(
-            score_lease_token="", score_lease_expires_at=None, score_requeued_at=now
+            score_lease_token="",
+            score_lease_expires_at=None,
+            score_requeued_at=now,
+            score_queued_at=now,
         )
     if changed:
         logger.warning("PL runs reconciler: %d runs whose worker was lost queued again", changed)
-    return changed
+    return changed + _unclaimed_resend(now)
+
+
+def last_queued_at() -> Func:
+    """When a run's scoring message was last sent (a run from before `score_queued_at` was
+    kept: its last re-queue, else its creation)."""
+    return Coalesce("score_queued_at", "score_requeued_at", "created_at")
+
+
+def _unclaimed() -> QuerySet[JudgeRun]:
+    """Pending PL runs that no worker holds: their message waits, or was lost."""
+    return JudgeRun.objects.filter(
+        status=JudgeRun.Status.PENDING, judge_id__in=_pl_judges(), score_lease_token=""
+    )
+
+
+def pl_run_resend_take(*, run_id: int, before: datetime, now: datetime) -> bool:
+    """Take the re-send of an unclaimed pending PL run last sent before `before`; True when
+    this call took it (the caller then sends the message).
+
+    One conditional UPDATE: the run must be pending, held by no worker (no lease token) and
+    last sent before `before`; it writes the new send time and counts the re-send. A run a
+    worker claimed meanwhile, or whose re-send another reconciler took, is left alone.
+    """
+    return (
+        _unclaimed()
+        .alias(last_sent=last_queued_at())
+        .filter(pk=run_id, last_sent__lt=before)
+        .update(score_queued_at=now, score_resent_at=now, score_resends=F("score_resends") + 1)
+        == 1
+    )
+
+
+def _unclaimed_resend(now: datetime) -> int:
+    """Send again the scoring of pending PL runs no worker claimed within the grace period."""
+    grace = timedelta(seconds=settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS)
+    before = now - grace
+    stale = list(
+        _unclaimed()
+        .alias(last_sent=last_queued_at())
+        .filter(last_sent__lt=before)
+        .order_by("pk")
+        .values_list("pk", "score_queued_at", "score_resent_at")
+    )
+    if not stale:
+        return 0
+    waiting = queue_length(Queue.REWARD_MODEL)
+    if waiting:
+        logger.info(
+            "PL runs reconciler: %d messages still wait in the reward_model queue; %d unclaimed "
+            "runs not sent again",
+            waiting,
+            len(stale),
+        )
+        return 0
+    sent = 0
+    for run_id, queued_at, resent_at in stale:
+        if not pl_run_resend_take(run_id=run_id, before=before, now=now):
+            continue
+        try:
+            task_send(TASK_SCORE_RUN, args=[run_id], queue=Queue.REWARD_MODEL)
+        except BrokerUnavailable:
+            # Nothing went out: put the times back, so the next round tries again at once.
+            JudgeRun.objects.filter(pk=run_id, score_resent_at=now).update(
+                score_queued_at=queued_at,
+                score_resent_at=resent_at,
+                score_resends=F("score_resends") - 1,
+            )
+            logger.warning("PL run %s: not sent again, the broker refused", run_id)
+            continue
+        sent += 1
+    if sent:
+        logger.warning(
+            "PL runs reconciler: %d runs no worker claimed within %g s sent again",
+            sent,
+            grace.total_seconds(),
+        )
+    return sent

@@ -6,6 +6,7 @@ reward_model queue as a worker would pop it. No model is trained: the lease is t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, timedelta
 
@@ -27,6 +28,7 @@ from judges.reward.scoring import (
 from judges.selectors.runs import judge_run_progress
 from judges.services.runs import judge_run_cancel, judge_run_resume
 from tests.conftest import PASSWORD, Cast
+from tests.judges.conftest import make_marked_pairs
 from tests.judges.integration import broker_purge, judge_queue_messages
 
 pytestmark = pytest.mark.django_db
@@ -46,9 +48,9 @@ def queued(url: str) -> list[tuple[str, list[int]]]:
     return judge_queue_messages(url, QUEUE, timeout=0.5)
 
 
-def pl_run(cast: Cast) -> JudgeRun:
+def pl_run(cast: Cast, name: str = "pl-lease") -> JudgeRun:
     judge = Judge.objects.create(
-        name="pl-lease",
+        name=name,
         kind=Judge.Kind.PL,
         params={"artifact": "pl-missing"},
         order_policy=Judge.OrderPolicy.FIXED,
@@ -173,7 +175,9 @@ def test_the_run_page_shows_the_scoring_lost_worker_and_failure(
     assert client.login(username=cast.researcher.username, password=PASSWORD)
     page = reverse("judges:run_detail", args=[cast.study.slug, run.pk])
     progress = reverse("judges:run_progress", args=[cast.study.slug, run.pk])
-    assert "Queued, waiting for a worker on the reward_model queue" in client.get(page).text
+    assert re.search(
+        r"Queued \d+ s ago, waiting for a worker on the reward_model queue", client.get(page).text
+    )
     pl_run_claim(run_id=run.pk)
     assert "Scoring, last heartbeat 0 s ago" in client.get(page).text
     assert client.get(progress).json()["scoring"].startswith("Scoring, last heartbeat 0 s ago")
@@ -200,8 +204,189 @@ def test_beat_sends_the_reconciler_to_the_reconciler_queue() -> None:
     ]
     assert len(entries) == 1
     assert entries[0]["schedule"] == settings.CONCORD_REWARD_RECONCILE_SECONDS
-    route = celery_app.amqp.router.route({}, "judges.pl_runs_reconcile")
-    assert route["queue"].name == "judge_reconcile"
-    import judges.tasks  # noqa: F401 - registers the tasks
+    import judges.tasks  # noqa: F401 - registers the tasks, whose queues the router reads
 
     assert "judges.pl_runs_reconcile" in celery_app.tasks
+    route = celery_app.amqp.router.route({}, "judges.pl_runs_reconcile")
+    assert route["queue"].name == "judge_reconcile"
+
+
+def message_lost(run: JudgeRun, settings: LazySettings) -> None:
+    """What a lost message leaves behind: a run no worker claimed past the grace period."""
+    past = timezone.now() - timedelta(
+        seconds=settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS + 1
+    )
+    JudgeRun.objects.filter(pk=run.pk).update(score_queued_at=past)
+
+
+def test_a_run_whose_message_was_lost_is_sent_again_once_and_scored_once(
+    cast: Cast, broker: str, client: Client, settings: LazySettings
+) -> None:
+    run = pl_run(cast)
+    # Within the grace period its message may still be on its way: nothing is sent.
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+    # A run from before the send time was kept counts from its creation.
+    JudgeRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    assert pl_runs_reconcile() == 1
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+    run.refresh_from_db()
+    assert run.status == JudgeRun.Status.PENDING and run.score_resends == 1
+    assert run.score_resent_at is not None and run.score_queued_at == run.score_resent_at
+    assert (run.score_attempts, run.score_lease_token) == (0, "")
+    # Once: the next round is within the new grace period.
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+    assert client.login(username=cast.researcher.username, password=PASSWORD)
+    page = reverse("judges:run_detail", args=[cast.study.slug, run.pk])
+    at = timezone.localtime(run.score_resent_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    assert re.search(
+        re.escape(f"Message lost? Re-sent at {at} UTC (")
+        + r"\d+ s ago\): no worker had claimed the scoring 600 s after it was queued "
+        + re.escape("(re-sent once; 0 of 3 attempts used); waiting for a worker"),
+        client.get(page).text,
+    )
+    # Lost again: re-sent a second time, and the page counts it.
+    message_lost(run, settings)
+    assert pl_runs_reconcile() == 1
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+    assert "(re-sent 2 times; 0 of 3 attempts used)" in client.get(page).text
+    # The re-sent message's worker claims the run; the first message, arriving late after all,
+    # finds the lease live and scores nothing: one attempt.
+    assert pl_run_claim(run_id=run.pk) is not None
+    assert pl_run_execute(run_id=run.pk) == "skipped"
+    run.refresh_from_db()
+    assert run.score_attempts == 1
+    # A claimed run is never sent again, however long ago it was queued.
+    message_lost(run, settings)
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+
+
+def test_a_run_a_worker_claimed_meanwhile_is_not_sent_again(
+    cast: Cast, broker: str, settings: LazySettings
+) -> None:
+    from judges.reward.scoring import pl_run_resend_take
+
+    run = pl_run(cast)
+    message_lost(run, settings)
+    now = timezone.now()
+    before = now - timedelta(seconds=settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS)
+    # The reconciler read the run as unclaimed; a worker claims it before the re-send is taken.
+    assert pl_run_claim(run_id=run.pk) is not None
+    assert not pl_run_resend_take(run_id=run.pk, before=before, now=now)
+    run.refresh_from_db()
+    assert (run.score_resends, run.score_resent_at) == (0, None)
+    # Taken once: a second reconciler with the same view takes nothing.
+    other = pl_run(cast, name="pl-other")
+    message_lost(other, settings)
+    assert pl_run_resend_take(run_id=other.pk, before=before, now=now)
+    assert not pl_run_resend_take(run_id=other.pk, before=before, now=now)
+
+
+def test_nothing_is_sent_again_while_a_message_waits_in_the_reward_model_queue(
+    cast: Cast, broker: str, settings: LazySettings
+) -> None:
+    from core.broker import task_send
+    from core.queues import Queue
+
+    run = pl_run(cast)
+    message_lost(run, settings)
+    # Behind a long training its own message may still be in line.
+    task_send("judges.pl_train", args=[0], queue=Queue.REWARD_MODEL)
+    assert pl_runs_reconcile() == 0
+    run.refresh_from_db()
+    assert run.score_resends == 0
+    assert queued(broker) == [("judges.pl_train", [0])]
+    assert pl_runs_reconcile() == 1
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+
+
+def test_a_re_send_the_broker_refused_is_tried_again_at_the_next_round(
+    cast: Cast, broker: str, settings: LazySettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.broker import BrokerUnavailable
+    from judges.reward import scoring
+
+    run = pl_run(cast)
+    message_lost(run, settings)
+    before = JudgeRun.objects.get(pk=run.pk).score_queued_at
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise BrokerUnavailable("the broker refused")
+
+    monkeypatch.setattr(scoring, "task_send", refuse)
+    assert pl_runs_reconcile() == 0
+    run.refresh_from_db()
+    assert (run.score_queued_at, run.score_resent_at, run.score_resends) == (before, None, 0)
+    monkeypatch.undo()
+    assert pl_runs_reconcile() == 1
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_reconcilers_at_once_send_a_lost_message_once(
+    cast: Cast, broker: str, settings: LazySettings
+) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    run = pl_run(cast)
+    message_lost(run, settings)
+    start = threading.Barrier(4)
+
+    def one() -> int:
+        try:
+            start.wait()
+            return pl_runs_reconcile()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert sorted(pool.map(lambda _: one(), range(4))) == [0, 0, 0, 1]
+    assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
+    assert JudgeRun.objects.get(pk=run.pk).score_resends == 1
+
+
+def test_a_started_or_resumed_run_counts_its_grace_from_that_send(cast: Cast) -> None:
+    from judges.reward.scoring import pl_run_resume, pl_run_start
+
+    make_marked_pairs(cast.study, 1)
+    judge = Judge.objects.create(name="pl-sent", kind=Judge.Kind.PL, params={"artifact": "x"})
+    run = pl_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    assert run.score_queued_at is not None
+    old = timezone.now() - timedelta(hours=2)
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status=JudgeRun.Status.CANCELLED, score_queued_at=old, score_resent_at=old, score_resends=2
+    )
+    run.refresh_from_db()
+    resumed = pl_run_resume(run=run)
+    assert resumed.score_queued_at is not None and resumed.score_queued_at > old
+    assert (resumed.score_resent_at, resumed.score_resends) == (None, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_copies_of_the_message_at_once_give_one_claim(cast: Cast) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    for round_ in range(5):
+        run = pl_run(cast, name=f"pl-copies-{round_}")
+        start = threading.Barrier(4)
+
+        def one(run_id: int = run.pk, barrier: threading.Barrier = start) -> str | None:
+            try:
+                barrier.wait()
+                return pl_run_claim(run_id=run_id)
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            tokens = [t for t in pool.map(lambda _: one(), range(4)) if t is not None]
+        run.refresh_from_db()
+        assert len(tokens) == 1, f"round {round_}: {len(tokens)} claims"
+        assert (run.score_attempts, run.score_lease_token) == (1, tokens[0])
