@@ -530,7 +530,11 @@ def _weighted_row(
         how = f"{rate.votes} human votes in 4 strata (judge tie or not, judges disputed or not)"
     else:
         what = "propensity-weighted (Hajek; active selection)"
-        how = f"{rate.votes} human votes, {rate.recorded} with a recorded propensity"
+        how = (
+            f"{rate.votes} human votes, {rate.recorded} with a recorded propensity; reads high "
+            "once the overlap cap has filled the disputed pairs (docs/active.md), so read the "
+            "post-stratified row above"
+        )
     return (
         f"{name} vs human",
         f"agreement {ties}, {what}",
@@ -803,8 +807,10 @@ class AgreementSection(Section[AgreementResult]):
                 )
             )
             for kind, rates in (
-                ("with ties", (vs.weighted, vs.poststratified)),
-                ("without ties", (vs.weighted_without_ties, vs.poststratified_without_ties)),
+                # The post-stratified estimate first: under a live study's capped draws it is
+                # the unbiased one (docs/active.md, "What 'from the last recompute' costs").
+                ("with ties", (vs.poststratified, vs.weighted)),
+                ("without ties", (vs.poststratified_without_ties, vs.weighted_without_ties)),
             ):
                 for rate in rates:
                     if rate is not None:

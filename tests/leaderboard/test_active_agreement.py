@@ -116,6 +116,18 @@ def test_an_active_studys_agreement_is_post_stratified_by_the_judges_verdicts(ca
     )
     rows = [row for table in tables for row in table.rows]
     assert any("post-stratified by the judges' verdicts" in str(row[1]) for row in rows)
+    # The post-stratified row comes first and the Hajek row says why it reads high in a live
+    # study (the overlap cap fills the disputed pairs first).
+    mine = [row for row in rows if row[0] == "all-A vs human" and "active selection" in row[1]]
+    assert [row[1] for row in mine] == [
+        "agreement with ties, post-stratified by the judges' verdicts (Hajek within strata; "
+        "active selection)",
+        "agreement with ties, propensity-weighted (Hajek; active selection)",
+        "agreement without ties, post-stratified by the judges' verdicts (Hajek within strata; "
+        "active selection)",
+        "agreement without ties, propensity-weighted (Hajek; active selection)",
+    ]
+    assert "read the post-stratified row above" in mine[1][5]
 
 
 def test_an_active_studys_agreement_without_ties_leaves_ties_out_of_the_comparison(
