@@ -9,13 +9,38 @@ from django.urls import reverse
 from django.views import View
 
 from annotation.access import ResearcherRequiredMixin, get_study_or_404
-from annotation.models import ContrastSet
+from annotation.models import ContrastSet, Study
 from core.broker import BrokerUnavailable
+from leaderboard.forms import ContrastBuildForm
 from leaderboard.services.contrast_jobs import (
+    contrast_build_options,
     contrast_build_pending,
     contrast_build_start,
     contrast_build_state,
 )
+
+
+def _page(
+    request: HttpRequest, study: Study, form: ContrastBuildForm, status: int = 200
+) -> HttpResponse:
+    context: dict[str, object] = {
+        "study": study,
+        "form": form,
+        "contrast_sets": ContrastSet.objects.filter(study=study)
+        .select_related("system")
+        .order_by("seed"),
+    }
+    build_id = request.GET.get("build", "") or contrast_build_pending(study=study)
+    if build_id:
+        build = contrast_build_state(study=study, probe_id=build_id)
+        context["build"] = build
+        context["build_options"] = build.get("options") or contrast_build_options(
+            study=study, probe_id=build_id
+        )
+        context["build_status_url"] = reverse(
+            "leaderboard:study_contrast_status", args=[study.slug, build_id]
+        )
+    return render(request, "leaderboard/study_contrast.html", context, status=status)
 
 
 class StudyContrastView(ResearcherRequiredMixin, View):
@@ -23,22 +48,15 @@ class StudyContrastView(ResearcherRequiredMixin, View):
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        context: dict[str, object] = {
-            "study": study,
-            "contrast_sets": ContrastSet.objects.filter(study=study).order_by("seed"),
-        }
-        build_id = request.GET.get("build", "") or contrast_build_pending(study=study)
-        if build_id:
-            context["build"] = contrast_build_state(study=study, probe_id=build_id)
-            context["build_status_url"] = reverse(
-                "leaderboard:study_contrast_status", args=[study.slug, build_id]
-            )
-        return render(request, "leaderboard/study_contrast.html", context)
+        return _page(request, study, ContrastBuildForm(study=study))
 
     def post(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
+        form = ContrastBuildForm(request.POST, study=study)
+        if not form.is_valid():
+            return _page(request, study, form, status=400)
         try:
-            build = contrast_build_start(study=study)
+            build = contrast_build_start(study=study, options=form.options())
         except BrokerUnavailable as exc:
             messages.error(request, f"Contrast set build not queued: {exc}")
             return redirect("leaderboard:study_contrast", slug=study.slug)
