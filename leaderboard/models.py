@@ -66,6 +66,40 @@ class ReportSnapshot(models.Model):
         return f"{self.kind} report on {self.study} ({self.params_hash[:12]})"
 
 
+class ReportUnit(models.Model):
+    """One agreement unit of a snapshot as the drill-down lists it: the people's votes by label,
+    their majority and each judge source's vote, written by the analysis worker with the
+    snapshot's payload (the rows of :func:`leaderboard.selectors.drilldown.unit_rows_get`), so
+    that the unit list pages through them in SQL rather than reading the study's votes in the
+    request. Replaced as a whole, under the snapshot row's lock, each time the snapshot is
+    computed; a unit with no human vote has an empty `majority`."""
+
+    # Keyed by (snapshot, pair) alone, and the pair's id kept without a foreign key: a snapshot
+    # of a large study stores hundreds of thousands of units each time it is computed, and each
+    # index or constraint checked per row costs the analysis worker time; the snapshot's own
+    # data fingerprint, not a constraint, says when a unit's pair has gone.
+    pk = models.CompositePrimaryKey("snapshot_id", "pair_id")
+    snapshot = models.ForeignKey(
+        ReportSnapshot, on_delete=models.CASCADE, related_name="units", db_index=False
+    )
+    pair_id = models.BigIntegerField()
+    prompt = models.TextField(help_text="The prompt's external id.")
+    category = models.TextField(blank=True)
+    turn = models.PositiveSmallIntegerField()
+    system_a = models.TextField()
+    system_b = models.TextField()
+    human_a = models.PositiveIntegerField()
+    human_b = models.PositiveIntegerField()
+    human_tie = models.PositiveIntegerField()
+    majority = models.CharField(max_length=3, blank=True)
+    judges = models.JSONField(
+        default=dict, help_text="Each judge source's vote (A, B or tie), for those that voted."
+    )
+
+    def __str__(self) -> str:
+        return f"unit {self.pair_id} of snapshot {self.snapshot_id}"
+
+
 class ExportJob(models.Model):
     """One export of a study's rows built in the background into a file under the exports dir.
 

@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import (
     FileResponse,
     Http404,
@@ -28,6 +27,7 @@ from core.broker import BrokerUnavailable
 from leaderboard.forms import AnalysisFilterForm, FollowupForm, LabelPlanForm, ReportSettingsForm
 from leaderboard.models import ExportJob
 from leaderboard.report import label_budget
+from leaderboard.report.base import HUMAN
 from leaderboard.report.document import (
     Report,
     report_from_payload,
@@ -37,9 +37,8 @@ from leaderboard.report.document import (
 )
 from leaderboard.report.html import report_page_context, report_to_html
 from leaderboard.selectors.api import api_schema_get
-from leaderboard.selectors.drilldown import unit_detail_get, unit_rows_get
+from leaderboard.selectors.drilldown import unit_detail_get, unit_page_get
 from leaderboard.selectors.exports import EXPORT_TABLES, export_job_get, export_jobs_for_study
-from leaderboard.selectors.frames import study_votes_get
 from leaderboard.selectors.ratings import rated_pair_ids
 from leaderboard.selectors.settings import (
     report_baseline_choices,
@@ -410,60 +409,58 @@ class StudyUnitListView(ResearcherRequiredMixin, View):
     """The units behind a report cell: filters as on the dashboard, plus a judge and
     `disagree=1` for the units where that judge's vote differs from the people's majority, or
     `system`, `rating` and `level` for the units where a rater gave that system's answer that
-    rating (the per-answer ratings section)."""
+    rating (the per-answer ratings section). Reads one page of the units stored with the
+    report's snapshot of these filters, never the votes; while the first computation runs, the
+    page says so and reloads."""
 
     page_size = 200
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         study = get_study_or_404(request, slug)
-        form = AnalysisFilterForm(request.GET, study=study)
-        if not form.is_valid():
-            return render(
-                request,
-                "leaderboard/unit_list.html",
-                {"study": study, "form": form, "rows": []},
-                status=400,
-            )
+        form, state = _state_for(request, study)
+        context: dict[str, Any] = {"study": study, "form": form, "rows": []}
+        if state is None:
+            return render(request, "leaderboard/unit_list.html", context, status=400)
         rated: dict[str, Any] | None = None
         system, rating, level = (request.GET.get(k, "") for k in ("system", "rating", "level"))
         if system or rating or level:
             try:
                 only = rated_pair_ids(study=study, system=system, rating=rating, level=level)
             except ValueError as exc:
-                return render(
-                    request,
-                    "leaderboard/unit_list.html",
-                    {"study": study, "form": form, "rows": [], "error": str(exc)},
-                    status=400,
-                )
+                context["error"] = str(exc)
+                return render(request, "leaderboard/unit_list.html", context, status=400)
             rated = {"system": system, "rating": rating, "level": level, "pairs": only}
-        votes = study_votes_get(study=study, filters=form.filters())
         judge = request.GET.get("judge") or None
-        rows = unit_rows_get(
-            votes=votes,
+        disagree = request.GET.get("disagree") == "1"
+        context |= {
+            "state": state,
+            "retry_seconds": RETRY_SECONDS,
+            "judge": judge,
+            "disagree": disagree,
+            "rated": rated,
+        }
+        if state.payload is None:
+            return _marked(render(request, "leaderboard/unit_list.html", context), state)
+        sources = [s for s in state.payload["metadata"]["sources"] if s != HUMAN]
+        page, rows = unit_page_get(
+            snapshot=state.snapshot,
+            sources=sources,
             judge=judge,
-            disagree=request.GET.get("disagree") == "1",
+            disagree=disagree,
             only=rated["pairs"] if rated else None,
+            page=request.GET.get("page"),
+            page_size=self.page_size,
         )
-        page = Paginator(rows, self.page_size).get_page(request.GET.get("page"))
         query = request.GET.copy()
         query.pop("page", None)
-        return render(
-            request,
-            "leaderboard/unit_list.html",
-            {
-                "study": study,
-                "form": form,
-                "page": page,
-                "rows": page.object_list,
-                "count": len(rows),
-                "judge": judge,
-                "disagree": request.GET.get("disagree") == "1",
-                "rated": rated,
-                "sources": [s.name for s in votes.sources],
-                "query": query.urlencode(),
-            },
-        )
+        context |= {
+            "page": page,
+            "rows": rows,
+            "count": page.paginator.count,
+            "sources": sources,
+            "query": query.urlencode(),
+        }
+        return _marked(render(request, "leaderboard/unit_list.html", context), state)
 
 
 class StudyUnitDetailView(ResearcherRequiredMixin, View):

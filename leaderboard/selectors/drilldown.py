@@ -1,14 +1,24 @@
-"""The drill-down: the agreement units behind a report cell, and one unit with all its votes."""
+"""The drill-down: the agreement units behind a report cell, and one unit with all its votes.
+
+The analysis worker computes every unit's row from the votes (:func:`unit_table_get`) and stores
+them with the snapshot (`ReportUnit`); the unit list reads one page of them in SQL
+(:func:`unit_page_get`), never the votes."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from django.core.paginator import Page, Paginator
+from django.db.models import F, QuerySet
+from django.db.models.fields.json import KeyTextTransform
 
 from annotation.models import HumanJudgment, Pair, Study
 from judges.models import JudgeCall
+from leaderboard.models import ReportSnapshot, ReportUnit
 from leaderboard.selectors.frames import StudyVotes
 from leaderboard.selectors.ratings import RATING_COLUMNS, judgments_with_ratings
 from leaderboard.stats.majority import LABELS, people_majority
@@ -31,61 +41,120 @@ class UnitRow:
     judges: dict[str, str]
 
 
-def unit_rows_get(
-    *,
-    votes: StudyVotes,
-    judge: str | None = None,
-    disagree: bool = False,
-    only: set[int] | None = None,
-) -> list[UnitRow]:
-    """The units behind a report cell: every unit with votes, or with `judge` and `disagree`,
-    those where that judge's vote differs from the people's majority label
-    (:func:`leaderboard.stats.majority.people_majority`: a tied count is a tie); with `only`,
-    those of these pair ids (the units behind a per-answer rating)."""
+# The stored columns of a unit (`ReportUnit`), in the order of :func:`unit_table_get`'s rows.
+UNIT_COLUMNS = (
+    "pair_id",
+    "prompt",
+    "category",
+    "turn",
+    "system_a",
+    "system_b",
+    "human_a",
+    "human_b",
+    "human_tie",
+    "majority",
+    "judges",
+)
+
+
+def unit_table_get(*, votes: StudyVotes) -> list[tuple[Any, ...]]:
+    """Every agreement unit with a vote (a person's or a judge source's), by pair id, as rows of
+    :data:`UNIT_COLUMNS`: the people's votes counted by label (A, B, tie), their majority
+    (:func:`leaderboard.stats.majority.people_majority`: a tied count is a tie; empty without
+    human votes) and `judges`, the JSON object of each judge source's vote on the unit, naming
+    only the sources that voted. The rows the analysis worker stores with a snapshot, computed
+    by whole columns (tested equal to the plain per-unit listing of
+    tests/leaderboard/reference_units.py)."""
     human = votes.human
     counts = (
         human.groupby(["pair_id", "label"], observed=False).size().unstack("label", fill_value=0)
     )
     counts = counts.reindex(columns=list(LABELS), fill_value=0)
     majority = people_majority(human)
-    judge_votes = {
-        source: votes.judges[votes.judges["source"] == source].set_index("pair_id")["label"]
-        for source in sorted(set(votes.judges["source"].tolist()))
-    }
+    judges = votes.judges
+    names = sorted(set(judges["source"].tolist()))
     units = votes.pairs.set_index("pair_id")
     wanted = units.index.intersection(
-        counts.index.union(pd.Index(votes.judges["pair_id"].unique()))
-    )
-    if only is not None:
-        wanted = wanted[wanted.isin(list(only))]
-    if judge is not None:
-        if judge not in judge_votes:
-            return []
-        wanted = wanted.intersection(judge_votes[judge].index)
-        if disagree:
-            mine = judge_votes[judge].reindex(wanted)
-            theirs = majority.reindex(wanted)
-            wanted = wanted[(theirs.notna() & (mine != theirs)).to_numpy()]
-    rows = []
-    for pair_id in sorted(wanted):
-        unit = units.loc[pair_id]
-        tally = counts.loc[pair_id] if pair_id in counts.index else None
-        rows.append(
-            UnitRow(
-                pair_id=int(pair_id),
-                prompt=str(unit["prompt_external_id"]),
-                category=str(unit["category"]),
-                turn=int(unit["turn"]),
-                system_a=str(unit["system_a"]),
-                system_b=str(unit["system_b"]),
-                human_a=int(tally["A"]) if tally is not None else 0,
-                human_b=int(tally["B"]) if tally is not None else 0,
-                human_tie=int(tally["tie"]) if tally is not None else 0,
-                majority=str(majority.get(pair_id, "")),
-                judges={s: str(v.get(pair_id, "")) for s, v in judge_votes.items()},
-            )
+        counts.index.union(pd.Index(judges["pair_id"].unique()))
+    ).sort_values()
+    tally = counts.reindex(wanted, fill_value=0)
+    mine = majority.reindex(wanted)
+    by_source = []
+    for name in names:
+        vote = judges[judges["source"] == name].set_index("pair_id")["label"]
+        by_source.append((name, wanted.isin(vote.index), vote.reindex(wanted).to_numpy(object)))
+    judged = [
+        json.dumps(
+            {name: str(labels[i]) for name, present, labels in by_source if present[i]},
+            ensure_ascii=False,
         )
-    return rows
+        for i in range(len(wanted))
+    ]
+    picked = units.loc[wanted]
+    return list(
+        zip(
+            wanted.astype(int).tolist(),
+            picked["prompt_external_id"].astype(str).tolist(),
+            picked["category"].astype(str).tolist(),
+            picked["turn"].astype(int).tolist(),
+            picked["system_a"].astype(str).tolist(),
+            picked["system_b"].astype(str).tolist(),
+            tally["A"].astype(int).tolist(),
+            tally["B"].astype(int).tolist(),
+            tally["tie"].astype(int).tolist(),
+            [str(m) if m is not None and m == m else "" for m in mine.tolist()],
+            judged,
+            strict=True,
+        )
+    )
+
+
+def unit_page_get(
+    *,
+    snapshot: ReportSnapshot,
+    sources: Sequence[str],
+    judge: str | None = None,
+    disagree: bool = False,
+    only: QuerySet[Any, int] | None = None,
+    page: str | int | None = None,
+    page_size: int = 200,
+) -> tuple[Page[ReportUnit], list[UnitRow]]:
+    """One page (by pair id) of the snapshot's stored units behind a report cell: every unit;
+    with `judge`, the units that judge source voted on; with `disagree` too, those where its
+    vote is not the people's majority (units without human votes have no majority and are left
+    out); with `only` (a query of pair ids), those pairs. Two statements: the count and the page
+    (LIMIT/OFFSET on the (snapshot, pair) primary key). Each row's `judges` names every one of
+    `sources` (the report's judge sources), empty where it did not vote. Returns the page (for
+    its links) and its rows."""
+    units = ReportUnit.objects.filter(snapshot=snapshot)
+    if only is not None:
+        units = units.filter(pair_id__in=only)
+    if judge is not None:
+        units = units.filter(judges__has_key=judge)
+        if disagree:
+            units = (
+                units.exclude(majority="")
+                .annotate(vote=KeyTextTransform(judge, "judges"))
+                .exclude(vote=F("majority"))
+            )
+    found = Paginator(units.order_by("pair_id"), page_size).get_page(page)
+    rows = [
+        UnitRow(
+            pair_id=unit.pair_id,
+            prompt=unit.prompt,
+            category=unit.category,
+            turn=unit.turn,
+            system_a=unit.system_a,
+            system_b=unit.system_b,
+            human_a=unit.human_a,
+            human_b=unit.human_b,
+            human_tie=unit.human_tie,
+            majority=unit.majority,
+            judges={source: str(unit.judges.get(source, "")) for source in sources},
+        )
+        for unit in found.object_list
+    ]
+    return found, rows
 
 
 def unit_detail_get(*, study: Study, pair_id: int) -> dict[str, Any]:

@@ -58,10 +58,12 @@ def ratings_frame(judgments: QuerySet[HumanJudgment]) -> pd.DataFrame:
     return frame
 
 
-def rated_pair_ids(*, study: Study, system: str, rating: str, level: str) -> set[int]:
-    """The study's pairs on which some judgment the report reads (not excluded) gave the answer
-    of `system` that `level` of `rating` (acceptability, or an axis); ValueError naming the
-    rating or level when it is not one."""
+def rated_pair_ids(
+    *, study: Study, system: str, rating: str, level: str
+) -> QuerySet[HumanJudgment, int]:
+    """A query of the ids of the study's pairs on which some judgment the report reads (not
+    excluded) gave the answer of `system` that `level` of `rating` (acceptability, or an axis),
+    for use as a subquery; ValueError naming the rating or level when it is not one."""
     if rating not in RATINGS:
         raise ValueError(f"rating must be one of {', '.join(RATINGS)}, not {rating!r}")
     levels = RATING_LEVELS["acceptability" if rating == "acceptability" else "axis"]
@@ -72,4 +74,4 @@ def rated_pair_ids(*, study: Study, system: str, rating: str, level: str) -> set
         Q(pair__answer_a__system__name=system, **{f"rating_{rating}_a": level})
         | Q(pair__answer_b__system__name=system, **{f"rating_{rating}_b": level})
     )
-    return set(found.values_list("pair_id", flat=True).distinct())
+    return found.values_list("pair_id", flat=True).distinct()

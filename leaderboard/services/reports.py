@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db import connection, transaction
+from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.utils import timezone
+from psycopg import sql as pgsql
 
 from annotation.models import Study
 from core.broker import BrokerUnavailable, task_send
 from core.queues import Queue
 from core.tasks import failure_reason
 from leaderboard.lookup import rows_of_run
-from leaderboard.models import ReportSnapshot
+from leaderboard.models import ReportSnapshot, ReportUnit
 from leaderboard.parallel import run_parallel
 from leaderboard.report.agreement import DEFINITION
 from leaderboard.report.base import ReportData, ReportParams, to_json
@@ -46,6 +47,7 @@ from leaderboard.report.document import (
     report_to_payload,
     sections_compute,
 )
+from leaderboard.selectors.drilldown import UNIT_COLUMNS, unit_table_get
 from leaderboard.selectors.extras import (
     ReportExtras,
     report_extra_rows_get,
@@ -369,22 +371,51 @@ def _computing(snapshot: ReportSnapshot) -> bool:
     return since is not None and since >= timezone.now() - STALE_COMPUTE
 
 
+def _units_store(snapshot_id: int, rows: list[tuple[Any, ...]]) -> None:
+    """Replace the snapshot's drill-down units with `rows` (:func:`unit_table_get`'s), written
+    with COPY. Call inside the transaction that wrote the snapshot's payload (which holds the
+    snapshot row's lock, so two computations of one key replace the units one after the
+    other)."""
+    ReportUnit.objects.filter(snapshot_id=snapshot_id).delete()
+    statement = pgsql.SQL("COPY {} ({}) FROM STDIN").format(
+        pgsql.Identifier(ReportUnit._meta.db_table),
+        pgsql.SQL(", ").join(map(pgsql.Identifier, ("snapshot_id", *UNIT_COLUMNS))),
+    )
+    with connection.cursor() as wrapper, wrapper.cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row((snapshot_id, *row))
+
+
 def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> ReportSnapshot:
-    """Read the rows, compute the report and store it in the snapshot. The fingerprint is read
-    before the rows, so data written during the read makes the snapshot look stale, never
-    current. With a `claim`, the result is written only while that claim holds. A recompute
-    requested while it ran (`recompute_requests` moved on) leaves the result stored but
-    stale, for the computation that request queues."""
+    """Read the rows, compute the report and store it in the snapshot, with the drill-down's
+    units (`ReportUnit`) in the same transaction. The fingerprint is read before the rows, so
+    data written during the read makes the snapshot look stale, never current. With a `claim`,
+    the result is written only while that claim holds. A recompute requested while it ran
+    (`recompute_requests` moved on) leaves the result stored but stale, for the computation
+    that request queues."""
     study = snapshot.study
     filters, params = _filters_and_params(snapshot.params)
     requests = snapshot.recompute_requests
     fingerprint = study_data_fingerprint(study=study)
     votes, extras = _votes_and_extras_get(study=study, filters=filters)
     report = report_compute(study=study, votes=votes, filters=filters, params=params, extras=extras)
+    units = unit_table_get(votes=votes)
     done = ReportSnapshot.objects.filter(pk=snapshot.pk)
     if claim is not None:
         done = done.filter(computing_since=claim)
-    done.update(
+    with transaction.atomic():
+        if _payload_store(done, report=report, requests=requests, fingerprint=fingerprint):
+            _units_store(snapshot.pk, units)
+    snapshot.refresh_from_db()
+    return snapshot
+
+
+def _payload_store(
+    done: QuerySet[ReportSnapshot], *, report: Report, requests: int, fingerprint: str
+) -> bool:
+    """Write the computed report into the snapshot that `done` selects (no row when the claim
+    was lost); return whether it did."""
+    written = done.update(
         payload=report_to_payload(report),
         data_hash=report.metadata.data_hash,
         # A "Recompute now" asked after this computation began keeps the result stale.
@@ -397,8 +428,7 @@ def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> Report
         computing_since=None,
         error="",
     )
-    snapshot.refresh_from_db()
-    return snapshot
+    return written == 1
 
 
 def report_snapshot_compute(*, snapshot_id: int) -> str:

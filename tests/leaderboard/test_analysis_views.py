@@ -354,8 +354,8 @@ def test_drill_down_lists_the_units_where_the_judge_disagrees_with_the_people(
 ) -> None:
     client.force_login(cast.researcher)
     # p1: people A, A (majority A), judge A. p2: people A, tie (majority tie), judge A.
-    response = client.get(
-        url(judged_study, "study_units"), {"judge": "tiny judge", "disagree": "1"}
+    response = get_computed(
+        client, url(judged_study, "study_units"), data={"judge": "tiny judge", "disagree": "1"}
     )
     assert response.status_code == 200
     rows = response.context["rows"]

@@ -215,7 +215,7 @@ def test_the_page_shows_the_tables_plots_and_links_to_the_rated_units(
         for side in ("a", "b")
         if world.systems[_answer(r, side)] == "poor" and r.acceptability[side] == "reject"
     }
-    listed = client.get(f"{units}?system=poor&rating=acceptability&level=reject")
+    listed = get_computed(client, f"{units}?system=poor&rating=acceptability&level=reject")
     assert listed.status_code == 200
     shown = {row.pair_id for row in listed.context["rows"]}
     assert shown == expected and expected
