@@ -1,5 +1,5 @@
 """A researcher's own templates: check them, preview them on a real pair, try a sample reply,
-and save them (judges/views_judges.JudgeTemplateView is the page).
+and save them (judges/views/judges.JudgeTemplateView is the page).
 
 The preview renders each call a run of the judge would make on one pair with the very function
 the call itself uses (judges.services.calls.call_content) on a call that is never saved, so what
