@@ -71,6 +71,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
     parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--baseline-threads", type=int, default=16, help="plain pool threads")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="calls per message (CONCORD_JUDGE_CALL_BATCH)"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
@@ -107,8 +110,15 @@ def main() -> int:
     calls = pairs * 2
     workdir = ROOT / "var" / "bench"
     workdir.mkdir(parents=True, exist_ok=True)
+    batch = args.batch or getattr(settings, "CONCORD_JUDGE_CALL_BATCH", 1)
     workers = [
-        worker_start(workdir, f"pipeline-{stamp}-{n}", pool="threads", concurrency=args.threads)
+        worker_start(
+            workdir,
+            f"pipeline-{stamp}-{n}",
+            pool="threads",
+            concurrency=args.threads,
+            env={"CONCORD_JUDGE_CALL_BATCH": str(batch)},
+        )
         for n in range(args.workers)
     ]
     database = str(connection.settings_dict["NAME"])
@@ -116,21 +126,29 @@ def main() -> int:
     try:
         worker_cpu0 = _cpu([w.process.pid for w in workers])
         my_cpu0 = me.cpu_times().user + me.cpu_times().system
+        # Backends come and go with the workers' connections: each one's CPU is counted from
+        # when it was first seen (from zero for one that started during the run) to the last.
         backends0 = {pid: _cpu([pid]) for pid in _backend_pids(database)}
+        backends_last = dict(backends0)
         started = time.time()
         run = judge_run_start(judge=judge, study=study, user=user)
         done = 0
         deadline = started + max(120.0, calls / 20)
+        polls = 0
         while time.time() < deadline:
             done = JudgeCall.objects.filter(run=run, status=JudgeCall.Status.DONE).count()
             if done >= calls:
                 break
+            polls += 1
+            if polls % 5 == 0:
+                backends_last |= {pid: _cpu([pid]) for pid in _backend_pids(database)}
             time.sleep(0.1)
         ended = time.time()
         worker_cpu = _cpu([w.process.pid for w in workers]) - worker_cpu0
         my_cpu = me.cpu_times().user + me.cpu_times().system - my_cpu0
-        backends = _backend_pids(database)
-        backend_cpu = sum(_cpu([pid]) - backends0.get(pid, 0.0) for pid in backends)
+        backends_last |= {pid: _cpu([pid]) for pid in _backend_pids(database)}
+        backends = list(backends_last)
+        backend_cpu = sum(backends_last[pid] - backends0.get(pid, 0.0) for pid in backends)
     finally:
         for worker in workers:
             worker.stop()
@@ -142,6 +160,9 @@ def main() -> int:
     statuses = dict(JudgeCall.objects.filter(run=run).values_list("status").annotate(n=Count("id")))
     spent = JudgeCall.objects.filter(run=run).aggregate(s=Sum("cost_usd"))["s"] or Decimal(0)
     sent_twice = sum(1 for n in requests.values() if n > 1)
+    retried = list(
+        JudgeCall.objects.filter(run=run, attempts__gt=1).values_list("pk", "attempt_errors")
+    )
     run_spent = JudgeRun.objects.get(pk=run.pk).spent_usd
 
     # The baseline: the same prompts, as the calls stored them, sent by a plain pool.
@@ -167,8 +188,8 @@ def main() -> int:
 
     print(
         f"pipeline: {done}/{calls} calls done in {ended - started:.1f} s: "
-        f"{pipeline_rate:.0f} calls/s ({args.workers} workers x {args.threads} threads; "
-        f"target >= 200)"
+        f"{pipeline_rate:.0f} calls/s ({args.workers} workers x {args.threads} threads, "
+        f"{batch} calls a message; target >= 200)"
     )
     print(
         f"  CPU per call: workers {worker_cpu / max(done, 1) * 1000:.2f} ms, their "
@@ -188,6 +209,8 @@ def main() -> int:
         f"{baseline_cpu / max(len(prompts), 1) * 1000:.2f} ms"
     )
     print(f"ratio pipeline / baseline: {pipeline_rate / baseline_rate:.2f}")
+    for call_id, errors in retried[:5]:
+        print(f"  call {call_id} tried again: {errors}")
     ok = done == calls and sent_twice == 0 and run_spent == spent
     Study.objects.filter(pk=study.pk).delete()
     Judge.objects.filter(pk=judge.pk).delete()

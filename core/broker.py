@@ -84,7 +84,7 @@ def queue_length(queue: Queue) -> int:
 def task_send(
     name: str,
     *,
-    args: list[int],
+    args: list[int] | list[list[int]],
     queue: Queue,
     countdown: float | None = None,
     recovery: str = "",

@@ -20,11 +20,11 @@ from judges.reward.scoring import pl_run_execute
 from judges.reward.scoring import pl_runs_reconcile as runs_reconcile
 from judges.reward.services import pl_training_execute
 from judges.reward.services import pl_trainings_reconcile as trainings_reconcile
-from judges.services.calls import judge_call_execute
+from judges.services.calls import judge_call_execute, judge_calls_execute
 from judges.services.connection import judge_connection_test_run
 from judges.services.panels import panel_run_combine as panel_combine
 from judges.services.reference_jobs import references_write_run
-from judges.services.runs import judge_calls_reconcile, judge_run_fan_out
+from judges.services.runs import judge_call_retry_send, judge_calls_reconcile, judge_run_fan_out
 
 # A call waits at most a lease for its rate-limit slot, then runs at most a lease once claimed
 # (CONCORD_JUDGE_LEASE_SECONDS, 180 s by default); its soft limit comes after both, so that by
@@ -66,6 +66,27 @@ def call_execute(self: Any, call_id: int) -> str:
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in)
     return outcome.status
+
+
+@task(
+    name="judges.calls_execute",
+    queue=Queue.LLM_JUDGE,
+    soft_time_limit=CALL_SOFT_TIME_LIMIT,
+    time_limit=CALL_TIME_LIMIT,
+    max_retries=20,
+    **DB_RETRY,
+)
+def calls_execute(call_ids: list[int]) -> int:
+    """Make a batch of judge calls (one message of a run's fan-out); return how many were done.
+
+    Limits as judges.call_execute's: the requests of a batch go out together, each within the
+    lease. A call that is to be tried again later is sent again on its own (judges.call_execute).
+    """
+    outcomes = judge_calls_execute(call_ids=call_ids)
+    for call_id, outcome in outcomes.items():
+        if outcome.retry_in is not None:
+            judge_call_retry_send(call_id=call_id, countdown=outcome.retry_in)
+    return sum(1 for outcome in outcomes.values() if outcome.status == "done")
 
 
 @task(

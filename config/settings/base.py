@@ -339,6 +339,10 @@ CONCORD_JUDGE_RATE_WINDOW_SECONDS: float = env.float(
 CONCORD_JUDGE_STALL_SECONDS: float = env.float("CONCORD_JUDGE_STALL_SECONDS", default=120.0)
 CONCORD_JUDGE_RECONCILE_SECONDS: float = env.float("CONCORD_JUDGE_RECONCILE_SECONDS", default=60.0)
 CONCORD_JUDGE_FAN_OUT_CHUNK: int = env.int("CONCORD_JUDGE_FAN_OUT_CHUNK", default=500)
+# Calls per message of a run's fan-out: a worker thread loads, claims and records them with one
+# statement each and sends their requests together (each with its own deadline), so a worker
+# has up to threads x this many requests in flight (docs/benchmarks.md, judge pipeline).
+CONCORD_JUDGE_CALL_BATCH: int = env.int("CONCORD_JUDGE_CALL_BATCH", default=8)
 
 # Each task names its queue where it is made (core.tasks.task); the router reads it there.
 CELERY_TASK_ROUTES = ("core.tasks.task_route",)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import hashlib
 import os
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -233,9 +235,19 @@ class _DeadlineStream(httpcore2.NetworkStream):
         backend: _DeadlineBackend | None = None,
     ):
         self._stream = stream
-        self._deadline = deadline
+        self._own_deadline = deadline
         self._backend = backend
         self._late_since: float | None = None
+        # The deadline the late reads above were late for: a kept-alive connection serves the
+        # next request of its client under that request's deadline (the backend's).
+        self._late_for = deadline
+
+    @property
+    def _deadline(self) -> float:
+        deadline = self._own_deadline if self._backend is None else self._backend.deadline
+        if deadline != self._late_for:
+            self._late_for, self._late_since = deadline, None
+        return deadline
 
     def _left(self, timeout: float | None, error: type[Exception]) -> float:
         left = self._deadline - time.monotonic()
@@ -357,9 +369,11 @@ class ChatClient:
     client: openai.OpenAI
     backend: _DeadlineBackend
     timeout: float
+    # A kept client (chat_client_kept) stays open between requests, its connections alive.
+    kept: bool = False
 
 
-def chat_client(*, base_url: str, api_key: str, timeout: float) -> ChatClient:
+def chat_client(*, base_url: str, api_key: str, timeout: float, kept: bool = False) -> ChatClient:
     """Check the base URL and build a client whose requests each end within `timeout` seconds."""
     base_url_check(base_url)
     backend = _DeadlineBackend(time.monotonic() + timeout)
@@ -370,7 +384,39 @@ def chat_client(*, base_url: str, api_key: str, timeout: float) -> ChatClient:
     client = openai.OpenAI(
         base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http_client
     )
-    return ChatClient(client=client, backend=backend, timeout=timeout)
+    return ChatClient(client=client, backend=backend, timeout=timeout, kept=kept)
+
+
+_kept = threading.local()
+
+
+def chat_client_kept(*, base_url: str, api_key: str, timeout: float) -> ChatClient:
+    """This thread's client for one base URL, key and deadline, kept open between requests.
+
+    Building a client (the OpenAI SDK's, its httpx pool) took about a millisecond of CPU per call,
+    and each call opened a new connection; a kept client reuses both (one thread at a time: a
+    client is never shared between threads). A request that fails closes it, and the next
+    request builds a new one. The base URL is checked on every call, as chat_client does.
+    """
+    base_url_check(base_url)
+    clients: dict[tuple[str, str, float], ChatClient] = _kept.__dict__.setdefault("clients", {})
+    # The key is part of what tells clients apart, by its digest (a changed key: a new client).
+    name = (base_url, hashlib.sha256(api_key.encode()).hexdigest(), timeout)
+    client = clients.get(name)
+    if client is None:
+        client = clients[name] = chat_client(
+            base_url=base_url, api_key=api_key, timeout=timeout, kept=True
+        )
+    return client
+
+
+def _kept_drop(prepared: ChatClient) -> None:
+    """Close a kept client after a failed request and forget it (its connection may be broken)."""
+    clients: dict[tuple[str, str, float], ChatClient] = _kept.__dict__.get("clients", {})
+    for name, client in list(clients.items()):
+        if client is prepared:
+            del clients[name]
+    prepared.client.close()
 
 
 def _refusal_reason(choice: Any) -> str:
@@ -391,6 +437,14 @@ def _refusal_reason(choice: Any) -> str:
     return (
         f"the provider's content filter withheld the reply (finish_reason content_filter){detail}"
     )
+
+
+def _client_done(prepared: ChatClient, *, failed: bool) -> None:
+    """Close a one-request client, and a kept one whose request failed."""
+    if not prepared.kept:
+        prepared.client.close()
+    elif failed:
+        _kept_drop(prepared)
 
 
 def chat_complete(
@@ -419,25 +473,27 @@ def chat_complete(
     extra = {key: value for key, value in params.items() if key in allowed}
     started = time.monotonic()
     try:
-        with client:
-            raw = client.chat.completions.with_raw_response.create(
-                model=model,
-                messages=messages,  # type: ignore[arg-type]
-                # Compatible gateways (and the test server) use it to answer a resent request
-                # from their cache instead of generating, and charging, a second time.
-                extra_headers={"Idempotency-Key": idempotency_key},
-                **extra,
+        raw = client.chat.completions.with_raw_response.create(
+            model=model,
+            messages=messages,  # type: ignore[arg-type]
+            # Compatible gateways (and the test server) use it to answer a resent request
+            # from their cache instead of generating, and charging, a second time.
+            extra_headers={"Idempotency-Key": idempotency_key},
+            **extra,
+        )
+        if 300 <= raw.http_response.status_code < 400:
+            raise JudgeCallError(
+                f"HTTP {raw.http_response.status_code}: redirects are not followed",
+                transient=False,
             )
-            if 300 <= raw.http_response.status_code < 400:
-                raise JudgeCallError(
-                    f"HTTP {raw.http_response.status_code}: redirects are not followed",
-                    transient=False,
-                )
-            completion = raw.parse()
+        completion = raw.parse()
     except JudgeCallError:
+        _client_done(prepared, failed=True)
         raise
     except Exception as exc:  # noqa: BLE001 - every failure is classified, none is swallowed
+        _client_done(prepared, failed=True)
         raise error_classify(exc, late=prepared.backend.lateness()) from exc
+    _client_done(prepared, failed=False)
     latency_ms = int((time.monotonic() - started) * 1000)
     if isinstance(completion, str) or not getattr(completion, "choices", None):
         raise JudgeCallError("malformed response: no choices in the reply", transient=True)

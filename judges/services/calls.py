@@ -15,11 +15,14 @@ is retried on a new connection until the call's lease runs out. If it never land
 
 from __future__ import annotations
 
+import json
 import logging
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -28,7 +31,7 @@ from typing import Any, TypeVar
 import redis
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Exists, F, Func, JSONField, OuterRef, Q, Sum, TextField, Value
+from django.db.models import F, Func, JSONField, Sum, TextField, Value
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
@@ -42,7 +45,8 @@ from judges.llm.client import (
     JudgeCallError,
     JudgeNotConfigured,
     UnsafeBaseURL,
-    chat_client,
+    base_url_check,
+    chat_client_kept,
     chat_complete,
 )
 from judges.llm.parsing import ParseResult, reply_parse, verdict_canonical
@@ -53,7 +57,7 @@ from judges.llm.prompts import (
     template_render,
 )
 from judges.models import Judge, JudgeCall, JudgeRun
-from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
+from judges.ratelimit import RateLimitTimeout, rate_slot_acquire, rate_slot_try
 from judges.services.grading import (
     call_template,
     grade_content,
@@ -63,8 +67,8 @@ from judges.services.grading import (
 )
 from judges.services.journal import (
     call_identity,
-    reply_journal_forget,
-    reply_journal_read,
+    reply_journal_forget_many,
+    reply_journal_read_many,
     reply_journal_write,
 )
 from judges.services.keys import judge_api_key
@@ -76,6 +80,8 @@ RATE_LIMITER_STALL = "rate limiter cannot reach Redis"
 T = TypeVar("T")
 # Errors of a dropped or refused database connection: the statement may or may not have run.
 DB_CONNECTION_ERRORS = (OperationalError, InterfaceError)
+CALLS = JudgeCall._meta.db_table
+RUNS = JudgeRun._meta.db_table
 
 
 @dataclass(frozen=True)
@@ -351,41 +357,65 @@ def budget_reached(*, run: JudgeRun) -> bool:
 
 
 def call_claim(*, call_id: int, attempts: int, request: dict[str, Any], token: str) -> bool:
-    """Claim a pending call of a running run whose retry time has come; True if this one won.
+    """Claim a pending call of a running run whose retry time has come; True if this one won."""
+    return calls_claim(claims=[(call_id, attempts, request)], token=token) == {call_id}
 
-    Every condition is on the call's own row (status, attempts seen, not-before time); the run's
-    status is an EXISTS on the run's row, so the UPDATE is not rewritten as `id IN (SELECT ...)`,
-    whose re-check after a concurrent claim would look at the id alone and let both through.
+
+def calls_claim(*, claims: list[tuple[int, int, dict[str, Any]]], token: str) -> set[int]:
+    """Claim pending calls of running runs whose retry time has come, in one UPDATE; the ids won.
+
+    `claims` holds (call id, attempts seen, request to store). Every condition is on each call's
+    own row (status, attempts seen, not-before time), joined to the batch's VALUES row, which
+    PostgreSQL re-checks on the row a concurrent claim just committed, so two workers never both
+    win a call; the run's status is an EXISTS on the run's row, so the UPDATE is not rewritten as
+    `id IN (SELECT ...)`, whose re-check would look at the id alone. The rows are listed in id
+    order, so two overlapping batches lock them in the same order.
     """
+    if not claims:
+        return set()
     now = timezone.now()
     lease = now + timedelta(seconds=settings.CONCORD_JUDGE_LEASE_SECONDS)
-    claimed = JudgeCall.objects.filter(
-        Q(not_before__isnull=True) | Q(not_before__lte=now),
-        Exists(JudgeRun.objects.filter(pk=OuterRef("run_id"), status=JudgeRun.Status.RUNNING)),
-        pk=call_id,
-        status=JudgeCall.Status.PENDING,
-        attempts=attempts,
-    ).update(
-        status=JudgeCall.Status.RUNNING,
-        attempts=attempts + 1,
-        lease_expires_at=lease,
-        lease_token=token,
-        not_before=None,
-        request=request,
+    rows = sorted(claims, key=lambda claim: claim[0])
+    values = ", ".join(["(%s::bigint, %s::integer, %s::jsonb)"] * len(rows))
+    sql = (
+        f'UPDATE "{CALLS}" SET "status" = %s, "attempts" = v.attempts + 1, '
+        '"lease_expires_at" = %s, "lease_token" = %s, "not_before" = NULL, "request" = v.request '
+        f"FROM (VALUES {values}) AS v (id, attempts, request) "
+        f'WHERE "{CALLS}"."id" = v.id AND "{CALLS}"."status" = %s '
+        f'AND "{CALLS}"."attempts" = v.attempts '
+        f'AND ("{CALLS}"."not_before" IS NULL OR "{CALLS}"."not_before" <= %s) '
+        f'AND EXISTS (SELECT 1 FROM "{RUNS}" U0 WHERE U0."id" = "{CALLS}"."run_id" '
+        'AND U0."status" = %s) '
+        f'RETURNING "{CALLS}"."id"'
     )
-    return claimed == 1
+    params: list[Any] = [JudgeCall.Status.RUNNING, lease, token]
+    for call_id, attempts, request in rows:
+        params += [call_id, attempts, json.dumps(request)]
+    params += [JudgeCall.Status.PENDING, now, JudgeRun.Status.RUNNING]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
 
 
-def _claim(call: JudgeCall, request: dict[str, Any], token: str, until: float) -> int | None:
-    """Claim the call (retrying over a dropped connection); the attempt number, or None."""
-    won = db_retry(
-        lambda: call_claim(call_id=call.pk, attempts=call.attempts, request=request, token=token),
-        until=until,
-        settled=lambda: (
-            True if JudgeCall.objects.filter(pk=call.pk, lease_token=token).exists() else None
+def _claim_many(
+    calls: list[JudgeCall], requests: dict[int, dict[str, Any]], token: str, until: float
+) -> set[int]:
+    """Claim the calls (retrying over a dropped connection); the ids this attempt won."""
+    ids = [call.pk for call in calls]
+
+    def settled() -> set[int] | None:
+        won = set(
+            JudgeCall.objects.filter(pk__in=ids, lease_token=token).values_list("pk", flat=True)
+        )
+        return won or None
+
+    return db_retry(
+        lambda: calls_claim(
+            claims=[(call.pk, call.attempts, requests[call.pk]) for call in calls], token=token
         ),
+        until=until,
+        settled=settled,
     )
-    return call.attempts + 1 if won else None
 
 
 def _mine(call: JudgeCall, token: str) -> Any:
@@ -408,29 +438,11 @@ def _refusal_parse_error(reply: ChatReply) -> str:
     return f"refusal: {reason}"
 
 
-def _record_reply(
-    call: JudgeCall,
-    token: str,
-    reply: ChatReply,
-    cost: Decimal,
-    output_format: str,
-    until: float,
-    recovered: bool = False,
-) -> bool:
-    """Write the reply and add its cost to the run's spend in one transaction; True if written.
-
-    Retried over dropped connections until `until`, and checked by the call's token, so a write
-    that landed just before its connection died is not taken for a lost one. A `recovered`
-    reply comes from the journal (an earlier attempt received it, and the reconciler counted
-    that attempt on the ledger when it took the call back): the ledger's count goes down by one
-    in the same transaction, since that request was paid once, not twice.
-    """
+def _reply_fields(
+    call: JudgeCall, reply: ChatReply, cost: Decimal, output_format: str
+) -> dict[str, Any]:
+    """The fields a reply writes on its call: what came back, its cost, its parsed verdict."""
     parsed: ParseResult = reply_parse(reply.content, output_format)
-    estimate = (
-        call_cost_estimate(judge=call.run.judge, request=call_request(call=call))
-        if recovered
-        else Decimal(0)
-    )
     fields: dict[str, Any] = {
         "status": JudgeCall.Status.DONE,
         "raw_output": reply.content,
@@ -461,6 +473,32 @@ def _record_reply(
             verdict_label=verdict.verdict_label,
             values=list(verdict.values),
         )
+    return fields
+
+
+def _record_reply(
+    call: JudgeCall,
+    token: str,
+    reply: ChatReply,
+    cost: Decimal,
+    output_format: str,
+    until: float,
+    recovered: bool = False,
+) -> bool:
+    """Write the reply and add its cost to the run's spend in one transaction; True if written.
+
+    Retried over dropped connections until `until`, and checked by the call's token, so a write
+    that landed just before its connection died is not taken for a lost one. A `recovered`
+    reply comes from the journal (an earlier attempt received it, and the reconciler counted
+    that attempt on the ledger when it took the call back): the ledger's count goes down by one
+    in the same transaction, since that request was paid once, not twice.
+    """
+    estimate = (
+        call_cost_estimate(judge=call.run.judge, request=call_request(call=call))
+        if recovered
+        else Decimal(0)
+    )
+    fields = _reply_fields(call, reply, cost, output_format)
 
     def write() -> bool:
         with transaction.atomic():
@@ -484,6 +522,177 @@ def _record_reply(
     if written:
         db_retry(lambda: run_stall_clear(run_id=call.run_id), until=until)
     return written
+
+
+# The columns a batch of replies writes (_record_replies), with their SQL types; those after
+# "parse_error" are written only when the reply sets them (a verdict, a grade).
+_REPLY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "bigint"),
+    ("raw_output", "text"),
+    ("tokens_in", "integer"),
+    ("tokens_out", "integer"),
+    ("cost_usd", "numeric"),
+    ("latency_ms", "integer"),
+    ("model_version_reported", "text"),
+    ("refusal", "boolean"),
+    ("parse_error", "text"),
+    ("likert_shown", "integer"),
+    ("likert", "integer"),
+    ("preference", "text"),
+    ("score_a", "double precision"),
+    ("score_b", "double precision"),
+    ("verdict_label", "text"),
+    ("values", "jsonb"),
+    ("grade", "double precision"),
+)
+_REPLY_OPTIONAL = frozenset(
+    (
+        "likert_shown",
+        "likert",
+        "preference",
+        "score_a",
+        "score_b",
+        "verdict_label",
+        "values",
+        "grade",
+    )
+)
+
+
+def calls_replies_write(
+    *, replies: list[tuple[JudgeCall, ChatReply, Decimal]], output_format: str, token: str
+) -> set[int]:
+    """Write a batch's replies and add their cost to the run's spend; the ids written.
+
+    One transaction of two statements, whatever the batch's size: one UPDATE of the calls still
+    held by this attempt's `token` (from a VALUES list, RETURNING what it wrote), and one of the
+    run's spent_usd by what they cost, which also clears the run's stall reason. A call whose
+    lease was taken back is not written, and its cost not counted. The calls are of one run.
+    """
+    rows = sorted(replies, key=lambda item: item[0].pk)
+    run_id = rows[0][0].run_id
+    now = timezone.now()
+    values_sql = ", ".join(
+        "(" + ", ".join(f"%s::{kind}" for _, kind in _REPLY_COLUMNS) + ")" for _ in rows
+    )
+    params: list[Any] = [JudgeCall.Status.DONE, now]
+    costs: dict[int, Decimal] = {}
+    for call, reply, cost in rows:
+        fields = _reply_fields(call, reply, cost, output_format) | {"id": call.pk}
+        costs[call.pk] = cost
+        for column, _ in _REPLY_COLUMNS:
+            value = fields.get(column)
+            params.append(json.dumps(value) if column == "values" and value is not None else value)
+    params += [token, JudgeCall.Status.RUNNING]
+    names = ", ".join(f'"{column}"' for column, _ in _REPLY_COLUMNS)
+    sets = ", ".join(
+        f'"{column}" = COALESCE(v."{column}", "{CALLS}"."{column}")'
+        if column in _REPLY_OPTIONAL
+        else f'"{column}" = v."{column}"'
+        for column, _ in _REPLY_COLUMNS[1:]
+    )
+    sql = (
+        f'UPDATE "{CALLS}" SET "status" = %s, "finished_at" = %s, "error" = \'\', '
+        f'"lease_expires_at" = NULL, "not_before" = NULL, {sets} '
+        f"FROM (VALUES {values_sql}) AS v ({names}) "
+        f'WHERE "{CALLS}"."id" = v."id" AND "{CALLS}"."lease_token" = %s '
+        f'AND "{CALLS}"."status" = %s RETURNING "{CALLS}"."id"'
+    )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            written = {row[0] for row in cursor.fetchall()}
+        if written:
+            spent = sum((costs[pk] for pk in written), Decimal(0))
+            JudgeRun.objects.filter(pk=run_id).update(
+                spent_usd=F("spent_usd") + spent, stall_reason="", stall_since=None
+            )
+    return written
+
+
+def _record_replies(
+    fresh: list[tuple[JudgeCall, ChatReply]], token: str, judge: Judge, until: float
+) -> set[int]:
+    """Record a batch's replies (calls_replies_write), retried over dropped connections until
+    `until` and checked by the token, as _record_reply is; the ids written."""
+    replies = [(call, reply, _cost(judge, reply)) for call, reply in fresh]
+    ids = [call.pk for call, _ in fresh]
+
+    def landed() -> set[int] | None:
+        done = set(
+            JudgeCall.objects.filter(
+                pk__in=ids, lease_token=token, status=JudgeCall.Status.DONE
+            ).values_list("pk", flat=True)
+        )
+        return done or None
+
+    return db_retry(
+        lambda: calls_replies_write(
+            replies=replies, output_format=judge.output_format, token=token
+        ),
+        until=until,
+        settled=landed,
+    )
+
+
+_executor_lock = threading.Lock()
+_executors: list[ThreadPoolExecutor] = []
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The process's threads that send a batch's requests together (started on first use)."""
+    with _executor_lock:
+        if not _executors:
+            _executors.append(
+                ThreadPoolExecutor(
+                    max_workers=max(1, settings.CONCORD_JUDGE_CALL_BATCH) * 32,
+                    thread_name_prefix="judge-request",
+                )
+            )
+        return _executors[0]
+
+
+def _ask_all(
+    judge: Judge,
+    api_key: str,
+    calls: list[JudgeCall],
+    requests: dict[int, dict[str, Any]],
+    keys: dict[int, str],
+    identities: dict[int, str],
+) -> dict[int, ChatReply | JudgeCallError]:
+    """Send the claimed calls' requests together, each on a kept client of its thread, and
+    journal each reply as soon as it is received; each call's reply or error."""
+
+    def ask(call: JudgeCall) -> ChatReply | JudgeCallError:
+        prepared = chat_client_kept(
+            base_url=judge.base_url,
+            api_key=api_key,
+            timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
+        )
+        try:
+            reply = chat_complete(
+                base_url=judge.base_url,
+                api_key=api_key,
+                model=judge.model_name,
+                messages=requests[call.pk]["messages"],
+                params=judge.params,
+                idempotency_key=keys[call.pk],
+                timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
+                prepared=prepared,
+            )
+        except JudgeCallError as exc:
+            return exc
+        reply_journal_write(
+            idempotency_key=keys[call.pk],
+            identity=identities[call.pk],
+            attempt=call.attempts + 1,
+            reply=reply,
+        )
+        return reply
+
+    if len(calls) == 1:
+        return {calls[0].pk: ask(calls[0])}
+    return dict(zip([call.pk for call in calls], _executor().map(ask, calls), strict=True))
 
 
 def _ledger_undo_one(call: JudgeCall) -> bool:
@@ -511,8 +720,9 @@ def _baseline_reply(call: JudgeCall) -> ChatReply:
     return ChatReply(content=content, tokens_in=0, tokens_out=0, model_reported="", latency_ms=0)
 
 
-def _call_load(call_id: int) -> JudgeCall | None:
-    return (
+def _calls_load(call_ids: list[int]) -> dict[int, JudgeCall]:
+    """The calls of a batch with their run, judge, study, pair or answer: one statement."""
+    calls = (
         JudgeCall.objects.select_related(
             "run__judge",
             "run__study",
@@ -521,17 +731,20 @@ def _call_load(call_id: int) -> JudgeCall | None:
             "pair__answer_b",
             "answer__prompt",
         )
-        .filter(pk=call_id)
-        .first()
+        .filter(pk__in=call_ids)
+        .order_by()
     )
+    # No ORDER BY: the calls are returned by id (the models' orderings cost the compiler more
+    # than the query itself).
+    return {call.pk: call for call in calls}
 
 
-def _due_in(call: JudgeCall, seconds: float) -> None:
-    """Tell the reconciler that this pending call's message comes back in `seconds` (a retry)."""
+def _due_in(calls: list[JudgeCall], seconds: float) -> None:
+    """Tell the reconciler that these pending calls' messages come back in `seconds` (a retry)."""
     grace = settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS
-    JudgeCall.objects.filter(pk=call.pk, status=JudgeCall.Status.PENDING).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=seconds + grace)
-    )
+    JudgeCall.objects.filter(
+        pk__in=[call.pk for call in calls], status=JudgeCall.Status.PENDING
+    ).update(lease_expires_at=timezone.now() + timedelta(seconds=seconds + grace))
 
 
 def _not_due(call: JudgeCall, now: datetime) -> CallOutcome | None:
@@ -549,140 +762,231 @@ def _not_due(call: JudgeCall, now: datetime) -> CallOutcome | None:
     return CallOutcome("skipped", detail=f"retry not due for {early:.1f} s")
 
 
-def judge_call_execute(*, call_id: int) -> CallOutcome:  # noqa: C901 - the call's steps in order (docstring)
-    """Make one call if it is still pending, due and its run is running; at most once per attempt.
+def judge_call_execute(*, call_id: int) -> CallOutcome:
+    """Make one call if it is still pending, due and its run is running (a batch of one)."""
+    return judge_calls_execute(call_ids=[call_id])[call_id]
 
-    Holds no lock: each step is one conditional UPDATE (the reply's write and the run's spend
-    share one short transaction), and the API is called between them, outside any transaction.
-    The request has a total deadline (CONCORD_JUDGE_TIMEOUT_SECONDS) below the lease.
+
+def judge_calls_execute(*, call_ids: list[int]) -> dict[int, CallOutcome]:
+    """Make the calls of one message that are still pending, due and of a running run; at most
+    once per attempt. Return each call's outcome; one with `retry_in` is to be sent again then.
+
+    Holds no lock. The batch is loaded in one statement and claimed in one conditional UPDATE;
+    the requests go out together, outside any transaction, each with its own total deadline
+    (CONCORD_JUDGE_TIMEOUT_SECONDS) below the lease, and each reply is journalled as it comes;
+    the replies are then recorded, with the run's spend, in one short transaction of two
+    statements. A call whose attempt cannot go on alone (an error, a journalled reply) takes the
+    one-call steps, one conditional UPDATE each.
     """
     started = time.monotonic()
-    call = db_retry(
-        lambda: _call_load(call_id),
+    loaded = db_retry(
+        lambda: _calls_load(call_ids),
         until=started + settings.CONCORD_JUDGE_LEASE_SECONDS / 2,
     )
-    if call is None:
-        return CallOutcome("missing")
-    if call.status != JudgeCall.Status.PENDING:
-        return CallOutcome("skipped", detail=f"call is {call.status}")
-    run, judge = call.run, call.run.judge
-    if run.status != JudgeRun.Status.RUNNING:
-        return CallOutcome("skipped", detail=f"run is {run.status}")
-    early = _not_due(call, timezone.now())
-    if early is not None:
-        return early
+    outcomes: dict[int, CallOutcome] = {}
+    by_run: dict[int, list[JudgeCall]] = {}
+    now = timezone.now()
+    for call_id in dict.fromkeys(call_ids):
+        call = loaded.get(call_id)
+        if call is None:
+            outcomes[call_id] = CallOutcome("missing")
+        elif call.status != JudgeCall.Status.PENDING:
+            outcomes[call_id] = CallOutcome("skipped", detail=f"call is {call.status}")
+        elif call.run.status != JudgeRun.Status.RUNNING:
+            outcomes[call_id] = CallOutcome("skipped", detail=f"run is {call.run.status}")
+        elif (early := _not_due(call, now)) is not None:
+            outcomes[call_id] = early
+        else:
+            by_run.setdefault(call.run_id, []).append(call)
+    for calls in by_run.values():
+        outcomes |= _run_calls_execute(calls)
+    return outcomes
+
+
+def _run_calls_execute(calls: list[JudgeCall]) -> dict[int, CallOutcome]:  # noqa: C901 - the steps in order (judge_calls_execute)
+    """Make due pending calls of one running run (judge_calls_execute)."""
+    run, judge = calls[0].run, calls[0].run.judge
     if budget_reached(run=run):
         JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING).update(
             status=JudgeRun.Status.BUDGET_REACHED, finished_at=timezone.now()
         )
-        return CallOutcome("budget")
-
-    token = uuid.uuid4().hex
+        return {call.pk: CallOutcome("budget") for call in calls}
     if judge.kind != Judge.Kind.LLM:
-        until = time.monotonic() + settings.CONCORD_JUDGE_LEASE_SECONDS / 2
-        attempt = _claim(call, {"baseline": judge.kind, "seed": run.seed}, token, until)
-        if attempt is None:
-            return CallOutcome("skipped", detail="claimed elsewhere")
-        _record_reply(call, token, _baseline_reply(call), Decimal(0), "likert", until)
-        db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
-        return CallOutcome("done")
+        return {call.pk: _baseline_execute(call) for call in calls}
 
-    request = call_request(call=call)
+    requests = {call.pk: call_request(call=call) for call in calls}
     try:
         api_key = judge_api_key(judge=judge)
-    except JudgeNotConfigured as exc:
-        return _fail_unclaimed(call, request, str(exc))
-    # Take a rate-limit slot before the claim: a worker that waits never holds a lease, so the
-    # reconciler cannot hand its call to another worker while it sleeps.
-    try:
-        rate_slot_acquire(
-            key=f"judge:{judge.pk}",
-            requests_per_window=judge.requests_per_minute,
-            tokens_per_window=judge.tokens_per_minute,
-            tokens=tokens_estimate(judge=judge, messages=request["messages"]),
-            max_wait=settings.CONCORD_JUDGE_LEASE_SECONDS,
-        )
-    except RateLimitTimeout as exc:
-        _due_in(call, exc.waited)
-        return CallOutcome("pending", retry_in=exc.waited, detail=str(exc))
-    except redis.RedisError as exc:
-        reason = (
-            f"{RATE_LIMITER_STALL}: Redis at {url_label(settings.REDIS_URL)} does not answer "
-            f"({exc}); the calls wait until it does (check REDIS_URL)"
-        )
-        run_stall_note(run_id=run.pk, reason=reason)
-        delay = backoff_seconds(attempt=3, retry_after=None)
-        _due_in(call, delay)
-        return CallOutcome("pending", retry_in=delay, detail=reason)
-    try:
-        # Built before the claim, so that the request leaves as soon as the call is claimed:
-        # a worker killed in between is counted as possibly paid though nothing was sent.
-        prepared = chat_client(
-            base_url=judge.base_url,
-            api_key=api_key,
-            timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
-        )
-    except UnsafeBaseURL as exc:
-        return _fail_unclaimed(call, request, str(exc))
-    claimed_at = time.monotonic()
+        base_url_check(judge.base_url)
+    except (JudgeNotConfigured, UnsafeBaseURL) as exc:
+        return {call.pk: _fail_unclaimed(call, requests[call.pk], str(exc)) for call in calls}
+    outcomes: dict[int, CallOutcome] = {}
+    calls, over = _within_budget(run, calls, requests)
+    for call in over:
+        outcomes[call.pk] = CallOutcome("pending", retry_in=0.0, detail="waits for the budget")
+    # Take the rate-limit slots before the claim: a worker that waits never holds a lease, so
+    # the reconciler cannot hand its calls to another worker while it sleeps. Only the first
+    # call waits for its slot; the others take one only if it is free at once (a slot taken
+    # long before its request leaves would let the batch's requests out together, over the
+    # limit), and the rest of the batch is sent again for when the next slot comes free.
+    slotted: list[JudgeCall] = []
+    for index, call in enumerate(calls):
+        tokens = tokens_estimate(judge=judge, messages=requests[call.pk]["messages"])
+        try:
+            if slotted:
+                wait = rate_slot_try(
+                    key=f"judge:{judge.pk}",
+                    requests_per_window=judge.requests_per_minute,
+                    tokens_per_window=judge.tokens_per_minute,
+                    tokens=tokens,
+                )
+                if wait > 0:
+                    raise RateLimitTimeout(wait)
+            else:
+                rate_slot_acquire(
+                    key=f"judge:{judge.pk}",
+                    requests_per_window=judge.requests_per_minute,
+                    tokens_per_window=judge.tokens_per_minute,
+                    tokens=tokens,
+                    max_wait=settings.CONCORD_JUDGE_LEASE_SECONDS,
+                )
+        except RateLimitTimeout as exc:
+            _due_in(calls[index:], exc.waited)
+            for later in calls[index:]:
+                outcomes[later.pk] = CallOutcome("pending", retry_in=exc.waited, detail=str(exc))
+            break
+        except redis.RedisError as exc:
+            reason = (
+                f"{RATE_LIMITER_STALL}: Redis at {url_label(settings.REDIS_URL)} does not answer "
+                f"({exc}); the calls wait until it does (check REDIS_URL)"
+            )
+            run_stall_note(run_id=run.pk, reason=reason)
+            delay = backoff_seconds(attempt=3, retry_after=None)
+            _due_in(calls[index:], delay)
+            for later in calls[index:]:
+                outcomes[later.pk] = CallOutcome("pending", retry_in=delay, detail=reason)
+            break
+        slotted.append(call)
+    if not slotted:
+        return outcomes
+
+    token = uuid.uuid4().hex
     # Every write after the claim must land before the lease runs out and the reconciler hands
-    # the call to another worker; the request's own deadline is shorter still.
+    # the calls to another worker; each request's own deadline is shorter still.
     until = (
-        claimed_at
+        time.monotonic()
         + settings.CONCORD_JUDGE_LEASE_SECONDS
         - settings.CONCORD_JUDGE_TIMEOUT_SECONDS / 4
     )
-    attempt = _claim(call, request, token, until)
-    if attempt is None:
-        return CallOutcome("skipped", detail="claimed elsewhere")
-    idempotency_key = call_idempotency_key(call_id=call.pk)
+    won = _claim_many(slotted, requests, token, until)
+    claimed = [call for call in slotted if call.pk in won]
+    for call in slotted:
+        if call.pk not in won:
+            outcomes[call.pk] = CallOutcome("skipped", detail="claimed elsewhere")
+    if not claimed:
+        return outcomes
+    keys = {call.pk: call_idempotency_key(call_id=call.pk) for call in claimed}
+    identities = {call.pk: _identity(call) for call in claimed}
     # An earlier attempt's reply that never reached the database is recorded, not paid again.
-    identity = call_identity(
+    journaled = reply_journal_read_many(
+        entries={keys[call.pk]: identities[call.pk] for call in claimed}
+    )
+    asked = [call for call in claimed if keys[call.pk] not in journaled]
+    replies = _ask_all(judge, api_key, asked, requests, keys, identities)
+    fresh: list[tuple[JudgeCall, ChatReply]] = []
+    recorded: list[int] = []
+    for call in claimed:
+        attempt = call.attempts + 1
+        entry = journaled.get(keys[call.pk])
+        if entry is not None:
+            logger.warning(
+                "call %s: attempt %s records the reply attempt %s received at %s (journal)",
+                call.pk,
+                attempt,
+                entry.attempt,
+                entry.received_at,
+            )
+            written = _record_reply(
+                call,
+                token,
+                entry.reply,
+                _cost(judge, entry.reply),
+                judge.output_format,
+                until,
+                recovered=True,
+            )
+            outcomes[call.pk] = _recorded_outcome(call, attempt, written)
+            if written:
+                recorded.append(call.pk)
+            continue
+        result = replies[call.pk]
+        if isinstance(result, JudgeCallError):
+            outcomes[call.pk] = _record_error(call, token, attempt, result, until)
+        else:
+            fresh.append((call, result))
+    if fresh:
+        written_ids = _record_replies(fresh, token, judge, until)
+        for call, _ in fresh:
+            outcomes[call.pk] = _recorded_outcome(call, call.attempts + 1, call.pk in written_ids)
+        recorded += sorted(written_ids)
+    reply_journal_forget_many(idempotency_keys=[keys[pk] for pk in recorded])
+    db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
+    return outcomes
+
+
+def _cost(judge: Judge, reply: ChatReply) -> Decimal:
+    return cost_compute(judge=judge, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out)
+
+
+def _identity(call: JudgeCall) -> str:
+    return call_identity(
         run_id=call.run_id,
         pair_id=call.pair_id if call.pair_id is not None else f"answer{call.answer_id}@{call.turn}",
         order=call.order,
         created_at=call.created_at,
     )
-    journaled = reply_journal_read(idempotency_key=idempotency_key, identity=identity)
-    if journaled is not None:
-        logger.warning(
-            "call %s: attempt %s records the reply attempt %s received at %s (journal)",
-            call.pk,
-            attempt,
-            journaled.attempt,
-            journaled.received_at,
-        )
-        reply = journaled.reply
-    else:
-        try:
-            reply = chat_complete(
-                base_url=judge.base_url,
-                api_key=api_key,
-                model=judge.model_name,
-                messages=request["messages"],
-                params=judge.params,
-                idempotency_key=idempotency_key,
-                timeout=settings.CONCORD_JUDGE_TIMEOUT_SECONDS,
-                prepared=prepared,
-            )
-        except JudgeCallError as exc:
-            return _record_error(call, token, attempt, exc, until)
-        reply_journal_write(
-            idempotency_key=idempotency_key, identity=identity, attempt=attempt, reply=reply
-        )
-    cost = cost_compute(judge=judge, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out)
-    recorded = _record_reply(
-        call, token, reply, cost, judge.output_format, until, recovered=journaled is not None
-    )
-    if not recorded:
-        # The reconciler took the call back after the lease and counted this request as
-        # possibly paid twice; the reply is not written over a new attempt, and stays in the
-        # journal for the call's next claim.
-        logger.warning("call %s: attempt %s lost its claim before recording", call.pk, attempt)
-        return CallOutcome("lost")
-    reply_journal_forget(idempotency_key=idempotency_key)
-    db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
+
+
+def _recorded_outcome(call: JudgeCall, attempt: int, recorded: bool) -> CallOutcome:
+    if recorded:
+        return CallOutcome("done")
+    # The reconciler took the call back after the lease and counted this request as possibly
+    # paid twice; the reply is not written over a new attempt, and stays in the journal for the
+    # call's next claim.
+    logger.warning("call %s: attempt %s lost its claim before recording", call.pk, attempt)
+    return CallOutcome("lost")
+
+
+def _baseline_execute(call: JudgeCall) -> CallOutcome:
+    """Make one call of a baseline judge (no API, nothing paid)."""
+    token = uuid.uuid4().hex
+    until = time.monotonic() + settings.CONCORD_JUDGE_LEASE_SECONDS / 2
+    request = {"baseline": call.run.judge.kind, "seed": call.run.seed}
+    if not _claim_many([call], {call.pk: request}, token, until):
+        return CallOutcome("skipped", detail="claimed elsewhere")
+    _record_reply(call, token, _baseline_reply(call), Decimal(0), "likert", until)
+    db_retry(lambda: run_finish_if_complete(run_id=call.run_id), until=until)
     return CallOutcome("done")
+
+
+def _within_budget(
+    run: JudgeRun, calls: list[JudgeCall], requests: dict[int, dict[str, Any]]
+) -> tuple[list[JudgeCall], list[JudgeCall]]:
+    """The calls of a batch that the run's budget still covers at their upper estimates (at
+    least one), and those left for later: a batch never overshoots the cap by more than one call
+    would."""
+    if run.budget_usd is None:
+        return calls, []
+    left = run.budget_usd - run.spent_usd - run.exposure_usd
+    judge = run.judge
+    taken: list[JudgeCall] = []
+    for call in calls:
+        estimate = call_cost_estimate(judge=judge, request=requests[call.pk])
+        if taken and estimate > left:
+            break
+        taken.append(call)
+        left -= estimate
+    return taken, calls[len(taken) :]
 
 
 def call_idempotency_key(*, call_id: int) -> str:

@@ -95,6 +95,10 @@ def reply_journal_read(*, idempotency_key: str, identity: str) -> JournaledReply
         return None
     if raw is None:
         return None
+    return _entry_parse(idempotency_key, raw, identity)
+
+
+def _entry_parse(idempotency_key: str, raw: bytes | str, identity: str) -> JournaledReply | None:
     try:
         entry = json.loads(raw)
         if entry["identity"] != identity:
@@ -108,6 +112,42 @@ def reply_journal_read(*, idempotency_key: str, identity: str) -> JournaledReply
     except (ValueError, KeyError, TypeError) as exc:
         logger.warning("%s: unreadable journal entry ignored (%s)", idempotency_key, exc)
         return None
+
+
+def reply_journal_read_many(*, entries: dict[str, str]) -> dict[str, JournaledReply]:
+    """The journaled replies of a batch's calls, by idempotency key, in one round trip.
+
+    `entries` maps each call's idempotency key to its identity; a call with no entry (or whose
+    entry is of another call row, or unreadable) is left out, as is every call when Redis does
+    not answer.
+    """
+    keys = list(entries)
+    if not keys:
+        return {}
+    try:
+        raws = _client(settings.REDIS_URL).mget([journal_key(key) for key in keys])
+    except redis.RedisError as exc:
+        logger.warning("the journal of replies cannot be read (%s)", exc)
+        return {}
+    found: dict[str, JournaledReply] = {}
+    for key, raw in zip(keys, raws, strict=True):
+        if raw is not None:
+            entry = _entry_parse(key, raw, entries[key])
+            if entry is not None:
+                found[key] = entry
+    return found
+
+
+def reply_journal_forget_many(*, idempotency_keys: list[str]) -> None:
+    """Drop the entries of calls whose replies the database holds, in one round trip."""
+    if not idempotency_keys:
+        return
+    try:
+        _client(settings.REDIS_URL).delete(*[journal_key(key) for key in idempotency_keys])
+    except redis.RedisError as exc:
+        logger.warning(
+            "%d journal entries not deleted (%s); they expire", len(idempotency_keys), exc
+        )
 
 
 def reply_journal_forget(*, idempotency_key: str) -> None:

@@ -41,6 +41,7 @@ from judges.services.turns import pair_call_turns
 logger = logging.getLogger(__name__)
 
 TASK_CALL_EXECUTE = "judges.call_execute"
+TASK_CALLS_EXECUTE = "judges.calls_execute"
 TASK_RUN_FAN_OUT = "judges.run_fan_out"
 TASK_PANEL_COMBINE = "judges.panel_run_combine"
 # The PostgreSQL advisory lock held by the one reconciler running ("conc" in ASCII).
@@ -65,7 +66,9 @@ PRIORITY_BACKLOG = 6
 PRIORITY_TAKEN_BACK = 0
 
 
-def _judge_task_send(name: str, *, args: list[int], priority: int = PRIORITY_BACKLOG) -> None:
+def _judge_task_send(
+    name: str, *, args: list[int] | list[list[int]], priority: int = PRIORITY_BACKLOG
+) -> None:
     """Send a judge task to the LLM judge queue (see REQUEUED_BY_RECONCILER)."""
     task_send(
         name,
@@ -215,9 +218,29 @@ def judge_run_fan_out(*, run_id: int, after_call_id: int) -> int | None:
         .order_by("pk")
         .values_list("pk", flat=True)[:chunk]
     )
-    for call_id in ids:
-        _judge_task_send(TASK_CALL_EXECUTE, args=[call_id])
+    batch = max(1, settings.CONCORD_JUDGE_CALL_BATCH)
+    for start in range(0, len(ids), batch):
+        _judge_task_send(TASK_CALLS_EXECUTE, args=[ids[start : start + batch]])
     return ids[-1] if len(ids) == chunk else None
+
+
+def judge_call_retry_send(*, call_id: int, countdown: float) -> None:
+    """Send one call of a batch again in `countdown` seconds (its retry time, a rate-limit wait).
+
+    A broker that refuses it is logged: the call is pending with its due time set, and the
+    reconciler sends it once that and its grace period have passed.
+    """
+    try:
+        task_send(
+            TASK_CALL_EXECUTE,
+            args=[call_id],
+            queue=Queue.LLM_JUDGE,
+            countdown=countdown,
+            recovery=REQUEUED_BY_RECONCILER,
+            priority=PRIORITY_BACKLOG,
+        )
+    except BrokerUnavailable:
+        logger.warning("call %s: its retry was not queued", call_id, exc_info=True)
 
 
 def judge_run_cancel(*, run: JudgeRun, user: User) -> JudgeRun:

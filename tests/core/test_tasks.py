@@ -24,6 +24,7 @@ NAMES = {
     "annotation.prolific_submissions_reconcile",
     "annotation.prolific_unverified_recheck",
     "judges.call_execute",
+    "judges.calls_execute",
     "judges.calls_reconcile",
     "judges.connection_test",
     "judges.panel_run_combine",

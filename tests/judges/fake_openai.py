@@ -103,7 +103,7 @@ class FakeOpenAI:
     records: list[Record] = field(default_factory=list)
     cache: dict[str, bytes] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    server: ThreadingHTTPServer | None = None
+    server: _Server | None = None
     # Stalls of this process (time, seconds): moments when a thread that asked for 10 ms of
     # sleep got the CPU back much later; a reply's timing is only as good as the server's.
     stalls: list[tuple[float, float]] = field(default_factory=list)
@@ -198,7 +198,7 @@ class FakeOpenAI:
         class Handler(_Handler):
             state = fake
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = _Server(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -211,6 +211,13 @@ class FakeOpenAI:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    # A real API's listen backlog, not socketserver's 5: with a hundred clients connecting at
+    # once, a full backlog reset connections after their request was sent (a reply lost, and
+    # paid for again), which no API server does.
+    request_queue_size = 1024
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -392,8 +392,12 @@ def test_the_reconciler_returns_calls_whose_lease_ran_out_and_counts_them_possib
 
 
 def judge_queue_in_worker_order(url: str) -> list[int]:
-    """The call ids of the judge queue's messages, popped from Redis as a worker pops them."""
-    return [args[0] for _, args in judge_queue_messages(url)]
+    """The call ids of the judge queue's messages, popped from Redis as a worker pops them (a
+    batch message's calls in its order)."""
+    ids: list[int] = []
+    for _, args in judge_queue_messages(url):
+        ids += args[0] if isinstance(args[0], list) else [args[0]]
+    return ids
 
 
 def test_a_call_taken_back_from_a_dead_worker_is_sent_ahead_of_the_backlog(cast, fake, api_key):

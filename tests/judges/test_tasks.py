@@ -13,7 +13,7 @@ from judges.models import JudgeCall
 from judges.services.calls import judge_call_execute
 from judges.services.runs import judge_run_fan_out, judge_run_start
 from tests.judges.conftest import KEY_ENV, make_llm_judge, make_marked_pairs
-from tests.judges.integration import broker_purge
+from tests.judges.integration import broker_purge, judge_queue_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.django_db
     ("task", "name", "queue"),
     [
         (tasks.call_execute, "judges.call_execute", Queue.LLM_JUDGE),
+        (tasks.calls_execute, "judges.calls_execute", Queue.LLM_JUDGE),
         (tasks.run_fan_out, "judges.run_fan_out", Queue.LLM_JUDGE),
         (tasks.panel_run_combine, "judges.panel_run_combine", Queue.LLM_JUDGE),
         (tasks.calls_reconcile, "judges.calls_reconcile", Queue.JUDGE_RECONCILE),
@@ -57,16 +58,22 @@ def test_the_fan_out_is_queued_only_when_the_run_is_committed(
     broker_purge(settings.CELERY_BROKER_URL)
 
 
-def test_a_big_run_is_queued_chunk_by_chunk(cast, fake, api_key, settings):
+def test_a_big_run_is_queued_chunk_by_chunk_in_batches_of_calls(cast, fake, api_key, settings):
     settings.CONCORD_JUDGE_FAN_OUT_CHUNK = 4
+    settings.CONCORD_JUDGE_CALL_BATCH = 3
     make_marked_pairs(cast.study, 3)
     run = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
     ids = list(run.calls.order_by("pk").values_list("pk", flat=True))
     broker_purge(settings.CELERY_BROKER_URL)
     assert judge_run_fan_out(run_id=run.pk, after_call_id=0) == ids[3]
-    assert queue_length(Queue.LLM_JUDGE) == 4
     assert judge_run_fan_out(run_id=run.pk, after_call_id=ids[3]) is None
-    assert queue_length(Queue.LLM_JUDGE) == 6
+    # Each chunk of 4 calls in messages of at most 3, every call once, in id order.
+    messages = judge_queue_messages(settings.CELERY_BROKER_URL)
+    assert messages == [
+        ("judges.calls_execute", [ids[0:3]]),
+        ("judges.calls_execute", [ids[3:4]]),
+        ("judges.calls_execute", [ids[4:6]]),
+    ]
     broker_purge(settings.CELERY_BROKER_URL)
 
 

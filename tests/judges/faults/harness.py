@@ -43,12 +43,16 @@ SUITE_ENV = {
     "CONCORD_JUDGE_RATE_WINDOW_SECONDS": "4",
     "CONCORD_JUDGE_MAX_ATTEMPTS": "10",
     "CONCORD_JUDGE_EARLY_TOLERANCE_SECONDS": "0.5",
+    # Two calls a message: every scenario runs batches (claimed, sent and recorded together),
+    # and a worker's thread has at most two requests in flight.
+    "CONCORD_JUDGE_CALL_BATCH": "2",
     # A PL run's scoring lease (a heartbeat every second) and its reconciler every second.
     "CONCORD_REWARD_SCORE_LEASE_SECONDS": "4",
     "CONCORD_REWARD_RECONCILE_SECONDS": "1",
     "LOG_LEVEL": "WARNING",
 }
 DEADLINE = float(SUITE_ENV["CONCORD_JUDGE_TIMEOUT_SECONDS"])
+BATCH = int(SUITE_ENV["CONCORD_JUDGE_CALL_BATCH"])
 # How far past its deadline the server may still see a request end: a reader that comes to its
 # socket late drains what is already there for at most LATE_DRAIN_SECONDS (judges/llm/client.py:
 # the deadline bounds waiting, not reading), and then the client's close reaches the server's
@@ -110,7 +114,7 @@ class Cluster:
         return [worker for worker in self.workers if worker.process.poll() is None]
 
     def threads(self) -> int:
-        """Worker threads alive now: the most calls that can be in flight at once."""
+        """Worker threads alive now (each with up to BATCH calls in flight)."""
         return sum(worker.concurrency for worker in self.alive())
 
     def beat_start(self) -> None:

@@ -30,6 +30,7 @@ from tests.conftest import PASSWORD
 from tests.judges.conftest import make_llm_judge, make_marked_pairs, pair_key
 from tests.judges.fake_openai import Fault
 from tests.judges.faults.harness import (
+    BATCH,
     RESULTS,
     SUITE_ENV,
     TERMINAL,
@@ -89,7 +90,9 @@ def test_workers_killed_ten_times_lose_nothing_and_the_ledger_holds_every_double
     suite, paid_fake, cast
 ):
     rng = random.Random(15)
-    paid_fake.delay = 1.0  # requests are in flight most of the time
+    # Requests are in flight most of the time, and the run lasts for ten kills: with BATCH
+    # requests in flight per thread it went 9 kills through before the run was done at 1.0 s.
+    paid_fake.delay = 1.5
     suite.worker(wait=False)
     started = time.monotonic()
     run, _ = start(cast, paid_fake)
@@ -107,9 +110,9 @@ def test_workers_killed_ten_times_lose_nothing_and_the_ledger_holds_every_double
     counts = check("SIGKILL x10", [run], paid_fake, started, may_pay_twice=True)
     assert kills == 10
     assert counts.done == 300
-    # Each killed worker had at most 4 requests in flight; the ledger counts each of them
+    # Each killed worker had at most 4 threads x BATCH requests in flight; the ledger counts each
     # (one killed before its request left is counted but was not paid twice).
-    assert counts.paid_twice <= counts.ledger <= counts.paid_twice + 4 * kills
+    assert counts.paid_twice <= counts.ledger <= counts.paid_twice + 4 * BATCH * kills
     for worker in suite.alive():
         worker.wait_ready()
 
@@ -379,7 +382,8 @@ def test_calls_taken_back_from_a_killed_worker_are_sent_again_ahead_of_the_backl
     all of it: 79-150 s with a 12 s lease). Measured on the calls the ledger counts as
     possibly paid twice, from the fake server's log.
     """
-    paid_fake.delay = 1.0  # 8 threads at a call a second: the run's 300 calls take 40 s or more
+    # 8 threads x BATCH calls at a call a second: the run's 300 calls take 20 s or more.
+    paid_fake.delay = 1.0
     lease = float(SUITE_ENV["CONCORD_JUDGE_LEASE_SECONDS"])
     reconcile = float(SUITE_ENV["CONCORD_JUDGE_RECONCILE_SECONDS"])
     started = time.monotonic()
@@ -419,7 +423,7 @@ def test_calls_taken_back_from_a_killed_worker_are_sent_again_ahead_of_the_backl
     bound = lease + reconcile + 2 * paid_fake.delay + 3
     # What the backlog alone would have cost a call sent again at its tail: the calls not yet
     # requested at the kill, on the four threads left.
-    backlog = never_sent / 4 * paid_fake.delay
+    backlog = never_sent / (4 * BATCH) * paid_fake.delay
     last_resent = max(
         sorted(by_call[call_idempotency_key(call_id=call.pk)])[1]
         for call in taken_back
