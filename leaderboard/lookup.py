@@ -5,9 +5,13 @@ No database and no statistics: numpy and pandas only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def positions_of(

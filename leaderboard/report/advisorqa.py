@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from leaderboard.report.base import HUMAN, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold_order import gold_orders
 from leaderboard.selectors.extras import PLSplit
 from rankeval.listwise import TableRow, advisorqa_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SHARE_OF_B = {"A": 0.0, "B": 1.0, "tie": 0.5}
 DEFINITION = (
@@ -109,6 +112,8 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
     Only the answers of gold lists can count (a verdict counts when both its answers are in one
     list; a ranker's value is read for a list's answers only), so lengths, scores and verdicts
     are narrowed to those answers first: a study without ranked lists costs next to nothing."""
+    import pandas as pd
+
     extras, votes = data.extras, data.votes
     by_prompt = _gold_lists(extras.answers)
     in_lists = np.array(sorted({a for ids in by_prompt.values() for a in ids}), dtype=np.int64)

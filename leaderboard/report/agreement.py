@@ -11,11 +11,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.report.base import (
     RenderContext,
@@ -47,6 +46,9 @@ from leaderboard.stats.pairwise import (
     pairwise_agreement,
     pairwise_agreement_by_unit,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFINITION = (
     "Vote-level agreement as in MT-Bench (Zheng et al. 2023, Table 2): a unit is (prompt, "
@@ -273,6 +275,8 @@ def _with_ci(
 
 def _unit_counts(human: pd.DataFrame) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
     """The units x (A, B, tie) vote counts, units in pair id order, and their pair ids."""
+    import pandas as pd
+
     units, pair_ids = pd.factorize(human["pair_id"], sort=True)
     labels = pd.Categorical(human["label"], categories=LABELS).codes.astype(np.int64)
     known = labels >= 0
@@ -392,6 +396,8 @@ def _kappas(
 ) -> tuple[Kappa, WeightedKappa]:
     """Cohen's kappa of the judge against the people's majority label, unit by unit, and the
     quadratic-weighted kappa of canonical Likert scores vote by vote when both have them."""
+    import pandas as pd
+
     # The judge's labels meet the people's majority by pair id, as label codes.
     people_ids = people.index.to_numpy(dtype=np.int64)
     judge_ids = judge["pair_id"].to_numpy(dtype=np.int64)
@@ -457,6 +463,8 @@ def _weighted(
     stratum's Hajek mean by its share of those pairs. Without ties (the paper's S2), a person's
     side is compared with the judge's votes on the pair that name a side, the same estimators
     taking the ratio of agreeing comparisons to comparisons made."""
+    import pandas as pd
+
     if not len(propensities) or not len(judge) or not len(human) or regular_pairs < 1:
         return {}
     judge = judge[judge["label"].notna() & ~judge["pair_id"].isin(gold_pairs)]
@@ -565,6 +573,8 @@ def _labels(frame: pd.DataFrame) -> dict[str, int]:
 
 def agreement_compute(data: ReportData) -> AgreementResult:
     """Every number of the agreement section from the report's frames."""
+    import pandas as pd
+
     votes, params = data.votes, data.params
     human = votes.human
     counts = Counts(

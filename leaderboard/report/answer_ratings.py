@@ -6,10 +6,9 @@ no / partial / yes shares with intervals over prompts, agreement among raters on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.agreement import ReliabilityCI
@@ -17,6 +16,9 @@ from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Ta
 from leaderboard.selectors.ratings import RATING_LEVELS, RATINGS
 from leaderboard.stats.agreement import krippendorff_alpha_interval
 from leaderboard.stats.answer_ratings import LevelShares, level_shares, preferred_rated_higher
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ACCEPTABILITY_LEVELS = RATING_LEVELS["acceptability"]
 AXIS_LEVELS = RATING_LEVELS["axis"]
@@ -99,6 +101,8 @@ QUESTIONS = {
 def _sides(frame: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """One row per rated answer: the judgment's pair, its side (0 = A, 1 = B), the answer's
     system and prompt, and a column per rating."""
+    import pandas as pd
+
     parts = []
     for code, side in enumerate(("a", "b")):
         part = pd.DataFrame(
@@ -124,6 +128,8 @@ def _score(values: pd.Series, rating: str) -> np.ndarray:
 
 
 def answer_ratings_compute(data: ReportData) -> AnswerRatingsResult:
+    import pandas as pd
+
     params = data.params
     by_prompt = params.resample == "prompt"
     pairs = data.votes.pairs.set_index("pair_id")

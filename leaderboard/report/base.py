@@ -20,17 +20,19 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar, Generic, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.report.cells import IntervalCell
 from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
 from leaderboard.stats.bootstrap import ClusterProportion, cluster_share
 from leaderboard.stats.correlation import Correlation, correlation, correlation_over_clusters
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HUMAN = "human"
 R = TypeVar("R")
@@ -267,6 +269,9 @@ def to_json(value: Any) -> Any:
         return clean_number(value)
     if value is None or isinstance(value, str):
         return value
+    # Imported here, past every other case: a page that writes a result loads no pandas.
+    import pandas as pd
+
     if value is pd.NA:
         return None
     raise TypeError(f"cannot put {type(value).__name__} into a report")
@@ -333,6 +338,8 @@ def prompt_clusters(data: ReportData, pair_ids: npt.ArrayLike) -> npt.NDArray[np
     """The prompt of each pair id, as a bootstrap over prompts draws them; None when the report
     resamples votes (``params.resample == "vote"``: every unit its own cluster). A pair outside
     the report's pairs is a cluster of its own (its negated id)."""
+    import pandas as pd
+
     if data.params.resample != "prompt":
         return None
     ids = np.asarray(pair_ids, dtype=np.int64)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from judges.models import Judge
 from leaderboard.plots import Series, bar_chart_svg
@@ -55,6 +55,9 @@ from leaderboard.stats.consistency import (
 from leaderboard.stats.majority import LABELS, people_majority
 from leaderboard.stats.mtbench import CALL_ORDERS, judge_votes_combine
 from leaderboard.stats.proportion import Proportion
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ORDER_INVARIANT_KINDS = frozenset({Judge.Kind.PL, Judge.Kind.LONGER})
 """Judges whose verdict cannot depend on the order shown: a score model scores each answer alone,
@@ -172,6 +175,8 @@ def _misses(verdicts: pd.DataFrame, contrast: ContrastInputs, source: str) -> li
 def _item_majority(human: pd.DataFrame) -> pd.DataFrame:
     """Each contrast item's people's majority (pair_id, label): the unique most common vote,
     a tie when two labels share the most votes (`people_majority`)."""
+    import pandas as pd
+
     majority = people_majority(human[["pair_id", "label"]]) if not human.empty else pd.Series()
     return pd.DataFrame(
         {"pair_id": majority.index.to_numpy(), "label": majority.to_numpy(dtype=object)}
@@ -181,6 +186,8 @@ def _item_majority(human: pd.DataFrame) -> pd.DataFrame:
 def _item_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     """A judge's one verdict per contrast item (pair_id, label): its orders combined as the
     report combines them (agreeing orders give their verdict, disagreeing ones a tie)."""
+    import pandas as pd
+
     if calls.empty:
         return pd.DataFrame(columns=["pair_id", "label"])
     return judge_votes_combine(calls.assign(likert=np.nan))[["pair_id", "label"]].assign(
@@ -198,6 +205,8 @@ def _group_codes(
     prompt_id: npt.NDArray[np.int64], turn: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """One non-negative integer per (prompt, turn): the two factorized codes combined."""
+    import pandas as pd
+
     prompt_code, _ = pd.factorize(prompt_id)
     turn_code, turns = pd.factorize(turn)
     return np.asarray(prompt_code, dtype=np.int64) * max(len(turns), 1) + turn_code
@@ -291,6 +300,8 @@ def _swap(
 ) -> SwapInvariance:
     """Swap invariance from a run's calls: each pair's first call in each order (row order),
     on the pairs called in both."""
+    import pandas as pd
+
     if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
         return swap_invariance([], [], order_invariant=True)
     pair_id = calls["pair_id"].to_numpy()
@@ -349,6 +360,8 @@ def consistency_compute(
     verdict or prompt and turn otherwise; Wilson over the independent contrast pairs for a
     score judge's C_res and C_ins.
     """
+    import pandas as pd
+
     scores = scores or {}
     boot = _Bootstrap(resample == "prompt", rounds, seed, confidence)
     score_params = {"confidence": confidence, "rounds": rounds, "seed": seed}

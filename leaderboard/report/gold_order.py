@@ -4,16 +4,18 @@ ranking of a prompt's answers against the gold order (AdvisorQA, Kim et al. 2024
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from core.conventions import GOLD_KINDS
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold import ACCURACY_COLUMNS, Accuracy, accuracy_cells, accuracy_of
 from rankeval.ndcg import ndcg_at_k
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NDCG_DEPTHS: tuple[int | None, ...] = (1, 3, None)
 DEFINITION = (
@@ -95,6 +97,8 @@ def gold_pair_kinds(
 ) -> pd.DataFrame:
     """The pairs that compare the first answer with the second or the last: pair_id, kind, side
     (the better side, A or B)."""
+    import pandas as pd
+
     answers_of = lengths.set_index("pair_id")[["answer_a_id", "answer_b_id"]]
     sides: dict[tuple[int, str], str] = {}
     # Only gold pairs and pairs of prompts with an order can compare first with second or last.
@@ -122,6 +126,8 @@ def _depth_key(k: int | None) -> str:
 def _win_shares(frame: pd.DataFrame, lengths: pd.DataFrame, prompt_of: pd.Series) -> pd.Series:
     """Share of pairwise wins of each answer (a tie is half), indexed by (prompt_id, answer_id),
     over the votes on the pairs in `prompt_of`."""
+    import pandas as pd
+
     frame = frame[frame["pair_id"].isin(prompt_of.index)]
     if frame.empty:
         return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[], []]))
@@ -170,6 +176,8 @@ def _ndcg_source(scores: pd.Series, orders: dict[int, pd.DataFrame], ranking: st
 def gold_order_compute(data: ReportData) -> GoldOrderResult:
     """Accuracy on first-vs-second and first-vs-last pairs, and NDCG of each source's ranking of
     a prompt's answers against the gold order (AdvisorQA, Kim et al. 2024, Table 3)."""
+    import pandas as pd
+
     votes, extras = data.votes, data.extras
     orders = gold_orders(extras.answers)
     kinds = gold_pair_kinds(pairs=votes.pairs, lengths=extras.lengths, orders=orders)

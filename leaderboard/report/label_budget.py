@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
@@ -25,6 +24,9 @@ from leaderboard.stats.planning import (
     rank_stability,
     variance_components_from_sums,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The label counts the section projects to, as multiples of the people's votes so far.
 MULTIPLIERS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
@@ -121,6 +123,8 @@ def judge_budget(
 
 def label_budget_compute(data: ReportData) -> LabelBudgetResult:
     """Every judge's budget and the people's leaderboard stability (see the module docstring)."""
+    import pandas as pd
+
     human = data.frames[HUMAN]
     prompt_of = data.votes.pairs.set_index("pair_id")["prompt_id"]
     judges = {}

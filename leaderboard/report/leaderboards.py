@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from django.utils.text import slugify
 
 from leaderboard.plots import Series, bar_chart_svg
@@ -27,6 +26,9 @@ from leaderboard.stats.correlation import FEW_ITEMS, Correlation
 from leaderboard.stats.elo import elo_bootstrap, elo_bootstrap_ties_kept_and_dropped
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.ranking import RankCorrelation, rank_correlation
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KINDS = (
     ("bradley_terry", "bradley-terry", "Bradley-Terry (Elo scale, bootstrap 95% interval)"),
@@ -80,6 +82,8 @@ class LeaderboardsResult:
 
 def battles_of(frame: pd.DataFrame, *, ties: bool) -> pd.DataFrame:
     """A source's votes as battles (model_a, model_b, winner), ties kept or left out."""
+    import pandas as pd
+
     rows = frame if ties else frame[frame["label"] != "tie"]
     # A, B and tie map by their codes onto model_a, model_b and tie; a label outside A/B/tie
     # stays missing.
@@ -109,6 +113,8 @@ def board_compute(frame: pd.DataFrame, params: ReportParams, prompt_of: pd.Serie
     The Elo and Bradley-Terry intervals resample prompts (``params.resample``, the default: all
     of a prompt's battles together) or battles. Rounds are cut for a large source so that the
     report keeps its time (``rounds_within``); the board states the unit and rounds run."""
+    import pandas as pd
+
     with_ties = battles_of(frame, ties=True)
     elo_rounds = rounds_within(params.elo_rounds, len(with_ties), ELO_UPDATES_BUDGET)
     clusters = None

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import (
@@ -23,6 +22,9 @@ from leaderboard.stats.bias import prefers_longer
 from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.correlation import Correlation
 from leaderboard.stats.likert import preference_sign
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NO_TEXTS = "no answer texts"
 DEFINITION = (

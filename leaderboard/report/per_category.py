@@ -4,11 +4,10 @@ each task category (the H4 study's correlation with people per category)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import (
@@ -21,6 +20,9 @@ from leaderboard.report.base import (
 )
 from leaderboard.stats.correlation import Correlation
 from leaderboard.stats.likert import preference_sign
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFINITION = (
     "per unit, the mean canonical Likert score (or, without Likert, the mean of A=-1, "
@@ -90,6 +92,8 @@ def per_category_compute(data: ReportData) -> PerCategoryResult:
 
     Unit scores are computed once per source over all units, as arrays by the unit's position
     among the pairs, then taken per category by the category's codes."""
+    import pandas as pd
+
     votes = data.votes
     human, judges = votes.human, votes.judges
     has_likert = human["likert"].notna().any() and judges["likert"].notna().any()

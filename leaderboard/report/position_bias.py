@@ -6,11 +6,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 from django.utils.text import slugify
 
 from leaderboard.lookup import rows_of_run
@@ -32,6 +31,9 @@ from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.majority import LABELS
 from leaderboard.stats.mtbench import CALL_ORDERS
 from leaderboard.stats.proportion import Proportion, wilson_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NO_HISTOGRAM = (
     "No position-bias histogram: no shown Likert scores are recorded in this selection (imported "
@@ -112,6 +114,8 @@ def _judge_bias(calls: pd.DataFrame, confidence: float, share: ShareFn) -> Judge
     of decisive verdicts for the answer shown first, and the flip rate over the pairs judged in
     both orders (each order's first verdict on the pair, in the calls' order). Works on the codes
     of the order and label columns rather than on their text."""
+    import pandas as pd
+
     order = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes.astype(np.int64)
     label = pd.Categorical(calls["label"], categories=LABELS).codes.astype(np.int64)
     # "ab" (0) or "ba" (1): the calls that showed one answer first.

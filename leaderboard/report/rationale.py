@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from core.conventions import SEVEN_VALUE_KEYS
 from leaderboard.plots import Series, bar_chart_svg
@@ -23,6 +22,9 @@ from leaderboard.report.base import (
     share_over_prompts,
 )
 from leaderboard.stats.rationale import rationale_distribution
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFINITION = (
     "Judgments that cite at least one of the seven values; count = judgments citing the value, "

@@ -4,9 +4,7 @@ single-answer grading judge (judges.services.grading), with intervals over promp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from judges.services.grading import TIE_RULE
 from leaderboard.report.base import (
@@ -18,6 +16,9 @@ from leaderboard.report.base import (
     rounds_within,
 )
 from leaderboard.stats.grades import MeanGrade, mean_grade
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ALL = "all"
 DEFINITION = (

@@ -5,11 +5,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 from django.utils.text import slugify
 
 from leaderboard.lookup import positions_of
@@ -31,6 +30,9 @@ from leaderboard.stats.style_control import (
     length_controlled_win_rate,
     style_differences,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NO_TEXTS = "no answer texts"
 OUTCOME = {"A": 1.0, "B": 0.0, "tie": 0.5}
@@ -125,6 +127,8 @@ class _Votes:
 def _codes(values: pd.Series, categories: list[str]) -> npt.NDArray[np.int64]:
     """Positions of the values in ``categories`` (-1 outside), without a string per row when
     the column is already categorical."""
+    import pandas as pd
+
     return np.asarray(pd.Categorical(values, categories=categories).codes, dtype=np.int64)
 
 
@@ -246,6 +250,8 @@ def _style_board(
 def style_control_compute(data: ReportData) -> StyleControlResult:
     """Per source: length-controlled win rates against the baseline and style-controlled
     ratings with the style coefficients."""
+    import pandas as pd
+
     pairs = data.votes.pairs.sort_values("pair_id", kind="stable")
     pair_ids = pairs["pair_id"].to_numpy(dtype=np.int64)
     models = sorted(

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
 from annotation.models import (
     Answer,
@@ -39,8 +38,19 @@ from leaderboard.stats.consistency import (
 )
 from leaderboard.stats.majority import people_majority
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 HUMAN_ITEM_COLUMNS = ["pair_id", "label"]
 CALL_ITEM_COLUMNS = ["pair_id", "run_id", "order", "label"]
+
+
+def _empty_frame(columns: Sequence[str]) -> pd.DataFrame:
+    """An empty frame with these columns: a default of the dataclasses below (pandas is loaded
+    only when one is made, so that pages that read snapshots do not load it)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns=list(columns))
 
 
 # --- The best answers a contrast set is built from --------------------------------------------
@@ -49,6 +59,8 @@ CALL_ITEM_COLUMNS = ["pair_id", "run_id", "order", "label"]
 def _majority_best(study: Study, answers: dict[int, list[Answer]]) -> dict[int, Answer]:
     """Each prompt's answer with the most pairwise wins under the people's majority (a majority
     tie wins nothing); None, so left out, when no answer wins or two share the most wins."""
+    import pandas as pd
+
     rows = (
         HumanJudgment.objects.filter(study=study, excluded=False)
         .exclude(preference="")
@@ -137,8 +149,8 @@ class ContrastInputs:
     system: str
     pairs: int
     items: Mapping[int, ContrastItemText]
-    human: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=HUMAN_ITEM_COLUMNS))
-    calls: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CALL_ITEM_COLUMNS))
+    human: pd.DataFrame = field(default_factory=lambda: _empty_frame(HUMAN_ITEM_COLUMNS))
+    calls: pd.DataFrame = field(default_factory=lambda: _empty_frame(CALL_ITEM_COLUMNS))
 
 
 def _first_turn(turns: object) -> str:
@@ -148,6 +160,8 @@ def _first_turn(turns: object) -> str:
 def contrast_inputs_read(*, study: Study, run_ids: Sequence[int] = ()) -> ContrastInputs:
     """Read the study's latest contrast set, the items made from it (texts at turn 1), the
     people's votes on them and the done calls of the runs `run_ids` on them."""
+    import pandas as pd
+
     contrast_set = (
         ContrastSet.objects.filter(study=study).select_related("system").order_by("-pk").first()
     )
@@ -390,7 +404,9 @@ class ConsistencyInputs:
         return repr((c.seed, c.low, c.high, c.best, c.system, c.pairs, items, votes, scores))
 
 
-NO_CONSISTENCY_INPUTS = ConsistencyInputs(ContrastInputs(None, None, None, "", "", 0, {}), {})
+def no_consistency_inputs() -> ConsistencyInputs:
+    """The consistency inputs of a study without contrast items or score judges."""
+    return ConsistencyInputs(ContrastInputs(None, None, None, "", "", 0, {}), {})
 
 
 def consistency_inputs_get(*, study: Study, run_ids: Sequence[int]) -> ConsistencyInputs:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 from django.core.paginator import Page, Paginator
 from django.db.models import F, QuerySet
 from django.db.models.fields.json import KeyTextTransform
@@ -65,6 +64,8 @@ def unit_table_get(*, votes: StudyVotes) -> list[tuple[Any, ...]]:
     only the sources that voted. The rows the analysis worker stores with a snapshot, computed
     by whole columns (tested equal to the plain per-unit listing of
     tests/leaderboard/reference_units.py)."""
+    import pandas as pd
+
     human = votes.human
     counts = (
         human.groupby(["pair_id", "label"], observed=False).size().unstack("label", fill_value=0)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from django.db.models import Count, F, Func, IntegerField, Q, Sum, Value
 from django.db.models.sql.compiler import SQLCompiler
 
@@ -18,13 +17,26 @@ from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, ReferenceCall
 from leaderboard.lookup import positions_of
 from leaderboard.models import Followup, FollowupPair
 from leaderboard.selectors.contrast import (
-    NO_CONSISTENCY_INPUTS,
     ConsistencyInputs,
     consistency_inputs_get,
+    no_consistency_inputs,
 )
 from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
 from leaderboard.selectors.packed import frame_read_coded
 from leaderboard.selectors.ratings import RATINGS_FRAME_COLUMNS, ratings_frame
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import pandas as pd
+
+
+def _empty_frame(columns: Sequence[str]) -> pd.DataFrame:
+    """An empty frame with these columns: a default of the dataclasses below (pandas is loaded
+    only when one is made, so that pages that read snapshots do not load it)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns=list(columns))
 
 
 class TurnLength(Func):
@@ -97,11 +109,11 @@ class ReportExtras:
     answers: pd.DataFrame
     scores: pd.DataFrame
     # The contrast items and the score judges' four-score consistency (docs/consistency.md).
-    consistency: ConsistencyInputs = NO_CONSISTENCY_INPUTS
+    consistency: ConsistencyInputs = field(default_factory=no_consistency_inputs)
     # Per imported run: calls with a verdict as published, and those marked "inconsistent"
     # (MT-Bench's GPT-4 pair verdicts whose two orders disagreed): run_id, labelled, inconsistent.
     inconsistent: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=["run_id", "labelled", "inconsistent"])
+        default_factory=lambda: _empty_frame(("run_id", "labelled", "inconsistent"))
     )
     # Set when the study is a follow-up of two judge runs' disagreements (rationale section).
     followup: FollowupOrigin | None = None
@@ -109,23 +121,19 @@ class ReportExtras:
     pl_splits: tuple[PLSplit, ...] = ()
     # The judgments with per-answer ratings (acceptability, axes): pair_id, rater, label and a
     # column per rating and side (leaderboard.selectors.ratings.ratings_frame).
-    ratings: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=RATINGS_FRAME_COLUMNS)
-    )
+    ratings: pd.DataFrame = field(default_factory=lambda: _empty_frame(RATINGS_FRAME_COLUMNS))
     # Per pair with texts on both sides, each answer's style counts at the judged turn
     # (STYLE_COLUMNS: pair_id, tokens_a ... bold_b), for the style-controlled rankings.
-    styles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STYLE_COLUMNS))
+    styles: pd.DataFrame = field(default_factory=lambda: _empty_frame(STYLE_COLUMNS))
     # What the selection cost: per judge run, its calls' summed cost and the pairs they judged
     # (COST_COLUMNS); the people's judgment pay (PeoplePay).
-    costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
+    costs: pd.DataFrame = field(default_factory=lambda: _empty_frame(COST_COLUMNS))
     pay: PeoplePay | None = None
     # A single-answer grading judge's grades of the selected pairs' answers (GRADE_COLUMNS).
-    grades: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GRADE_COLUMNS))
+    grades: pd.DataFrame = field(default_factory=lambda: _empty_frame(GRADE_COLUMNS))
     # An active study's judgments with the propensity their assignment's draw recorded
     # (PROPENSITY_COLUMNS: pair_id, rater, propensity); empty for a uniform study.
-    propensities: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=PROPENSITY_COLUMNS)
-    )
+    propensities: pd.DataFrame = field(default_factory=lambda: _empty_frame(PROPENSITY_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,8 @@ def pl_splits_get(*, study: Study, run_ids: list[int]) -> tuple[PLSplit, ...]:
 
 
 def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame.from_records(list(rows), columns=columns)
 
 
@@ -277,6 +287,8 @@ def report_styles_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     spans (:data:`STYLE_PATTERNS`, counted by PostgreSQL's regexp_count once per answer and
     turn), attached to the pairs as :func:`report_lengths_get` attaches lengths; pairs where a
     side has no text at that turn are left out."""
+    import pandas as pd
+
     pairs = frame_read_coded(
         Pair.objects.filter(pair_q(filters), study=study),
         ("pk", "answer_a_id", "answer_b_id", "turn"),
@@ -327,21 +339,19 @@ class ExtraRows:
     inconsistent: pd.DataFrame
     followup: FollowupOrigin | None = None
     pl_splits: tuple[PLSplit, ...] = ()
-    ratings: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=RATINGS_FRAME_COLUMNS)
-    )
-    costs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COST_COLUMNS))
+    ratings: pd.DataFrame = field(default_factory=lambda: _empty_frame(RATINGS_FRAME_COLUMNS))
+    costs: pd.DataFrame = field(default_factory=lambda: _empty_frame(COST_COLUMNS))
     pay: PeoplePay | None = None
-    grades: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GRADE_COLUMNS))
-    propensities: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=PROPENSITY_COLUMNS)
-    )
+    grades: pd.DataFrame = field(default_factory=lambda: _empty_frame(GRADE_COLUMNS))
+    propensities: pd.DataFrame = field(default_factory=lambda: _empty_frame(PROPENSITY_COLUMNS))
 
 
 def report_propensities_get(*, study: Study, judgments: Any) -> pd.DataFrame:
     """An active study's judgments (of ``judgments``, the filtered, not excluded ones with a
     preference) whose assignment recorded a propensity (PROPENSITY_COLUMNS); no read for a
     uniform study."""
+    import pandas as pd
+
     if study.selection != Study.Selection.ACTIVE:
         return _records([], PROPENSITY_COLUMNS)
     frame = _records(
@@ -367,6 +377,8 @@ def report_costs_get(
     members are PL reward models, which the report prices at the researcher's rate; 0 for
     every other run. A run that reads reference answers carries what writing them cost
     (:func:`_reference_costs`)."""
+    import pandas as pd
+
     # A panel's cost is its members' (judges.services.panels): their runs are read with the
     # report's, and each panel's row sums theirs.
     members = list(
@@ -491,6 +503,8 @@ def _reference_costs(
 def report_grades_get(*, study: Study, filters: VoteFilters, run_ids: list[int]) -> pd.DataFrame:
     """The report's runs' recorded grades of the filtered pairs' answers (GRADE_COLUMNS: the
     grade call's run, answer, turn and grade, the answer's prompt, category and system name)."""
+    import pandas as pd
+
     frame = _records(
         JudgeCall.objects.filter(
             _on_pair_answers(study=study, filters=filters),
@@ -597,6 +611,8 @@ def report_extras_get(
     """The answer lengths (unless given, from :func:`report_lengths_get`), cited values, gold
     ranks and answer scores behind `votes` (read unless given, by
     :func:`report_extra_rows_get`)."""
+    import pandas as pd
+
     filters = votes.filters
     if lengths is None:
         lengths = report_lengths_get(study=study, filters=filters)

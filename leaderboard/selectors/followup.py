@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from annotation.models import Pair, Study
 from annotation.selectors.work import pair_better_side
@@ -14,6 +13,9 @@ from judges.models import JudgeRun
 from leaderboard.lookup import rows_of_run
 from leaderboard.selectors.frames import VoteFilters, study_votes_get
 from leaderboard.stats.majority import people_majority
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Which disagreements a follow-up keeps: all, or those where the first (second) run voted the
 # better side.
@@ -59,6 +61,8 @@ def run_label(run: JudgeRun) -> str:
 
 
 def _votes_of(judges: pd.DataFrame, run_id: int) -> pd.Series:
+    import pandas as pd
+
     rows = rows_of_run(judges, run_id)
     return pd.Series(rows["label"].astype(str).to_numpy(), index=rows["pair_id"].to_numpy())
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 from django.db.models import F, Q
 
 from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
@@ -29,6 +28,9 @@ from leaderboard.stats.mtbench import (
     judge_votes_combine,
     judge_votes_combine_sorted,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RaterSet = Literal["all", "experts"]
 EXPERT_PREFIX = "expert_"
@@ -167,6 +169,8 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
     read once each and attached by id, so that the pairs travel as numbers and the database joins
     nothing. Category, system and gold columns are Categorical, the prompt's id text.
     """
+    import pandas as pd
+
     qs = Pair.objects.filter(pair_q(filters), study=study)
     frame = frame_read_coded(
         qs,
@@ -226,6 +230,8 @@ def study_pairs_frame(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
 
 def _categorical(values: npt.NDArray[Any], at: npt.NDArray[np.intp]) -> pd.Categorical:
     """``values[at]`` as a Categorical whose categories are the distinct values, sorted."""
+    import pandas as pd
+
     categories, inverse = np.unique(values.astype(str), return_inverse=True)
     return pd.Categorical.from_codes(
         inverse.reshape(-1)[at] if len(at) else np.zeros(0, dtype=np.int64),
@@ -263,6 +269,8 @@ def study_judge_sources(*, study: Study, filters: VoteFilters) -> tuple[JudgeSou
 
 def _scores_as_float(frame: pd.DataFrame) -> pd.DataFrame:
     """Likert columns as floats with NaN for missing, so pandas aggregates them natively."""
+    import pandas as pd
+
     for column in ("likert", "likert_shown"):
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     return frame
@@ -270,6 +278,8 @@ def _scores_as_float(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _human_frame(*, study: Study, filters: VoteFilters, raters: RaterSet) -> pd.DataFrame:
     # Judgments of excluded participants stay out of every analysis (annotation's worker_exclude).
+    import pandas as pd
+
     qs = HumanJudgment.objects.filter(
         pair_q(filters, "pair__"), study=study, excluded=False
     ).exclude(preference="")
@@ -356,6 +366,8 @@ _CALL_PARTS = 4
 
 def study_votes_get(*, study: Study, filters: VoteFilters) -> StudyVotes:
     """Gather the study's votes for a report: people's and every selected judge run's."""
+    import pandas as pd
+
     raters = study_raters_resolve(study=study, raters=filters.raters)
     sources = study_judge_sources(study=study, filters=filters)
     # PostgreSQL builds the results at once, in server processes of their own: the pairs, the

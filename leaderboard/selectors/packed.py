@@ -33,15 +33,17 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Model, Q, QuerySet
 
 from core.db.rows import queryset_sql
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def frame_read(
@@ -59,6 +61,8 @@ def frame_read(
     rows (the text must stay under PostgreSQL's 1 GB limit, some 30 million rows). `text`
     columns come back as strings ("" for empty), `flags` as booleans (None when NULL).
     """
+    import pandas as pd
+
     rows = qs.order_by().values_list(*fields)
     try:
         sql, params = queryset_sql(rows)
@@ -120,6 +124,8 @@ def frame_read_coded(  # noqa: C901 - hot path: one pass decodes each column kin
     some 10**15 for the report's reads) makes PostgreSQL refuse the query. A string stays under
     PostgreSQL's 1 GB limit up to some 130 million rows.
     """
+    import pandas as pd
+
     choices = choices or {}
     small = small or {}
     rows = qs.order_by().values_list(*fields)
@@ -281,6 +287,8 @@ def _sql_literal(value: str) -> str:
 def _read_csv(
     csv_text: str, columns: Sequence[str], *, text: Sequence[str], flags: Sequence[str]
 ) -> pd.DataFrame:
+    import pandas as pd
+
     if not csv_text:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
     frame = pd.read_csv(

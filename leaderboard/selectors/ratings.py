@@ -3,12 +3,16 @@ of the judgments (exports, API, report) and the units behind a rating (drill-dow
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
 from django.db.models import Expression, Q, QuerySet, Value
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import NullIf
 
 from annotation.models import FINE_GRAINED_AXES, Acceptability, HumanJudgment, Study
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RATINGS: tuple[str, ...] = ("acceptability", *FINE_GRAINED_AXES)
 # The levels of each kind of rating, in the order the report shows them.
@@ -48,6 +52,8 @@ def ratings_frame(judgments: QuerySet[HumanJudgment]) -> pd.DataFrame:
     """The rated ones among `judgments`, one row each: pair_id, rater ("w" + worker id, as the
     report's other frames name raters), label (the collapsed preference; "" without one) and a
     column per rating and side (:data:`RATING_COLUMNS`; None where not asked), by judgment id."""
+    import pandas as pd
+
     rows = (
         judgments_with_ratings(judgments.filter(RATED))
         .order_by("pk")

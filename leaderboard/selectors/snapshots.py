@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from django.db import connection
 
 from annotation.models import Answer, HumanJudgment, Pair, Study, System, Worker
@@ -19,6 +18,9 @@ from judges.models import RowDeletions as JudgesRowDeletions
 from leaderboard.models import ReportSnapshot
 from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def votes_data_hash(*, votes: StudyVotes) -> str:
@@ -44,6 +46,8 @@ def frame_hash_update(digest: Any, name: str, frame: pd.DataFrame) -> None:
     name and encoding. Numbers are hashed as they lie in memory, so hashing a million rows takes
     a few milliseconds per column.
     """
+    import pandas as pd
+
     digest.update(f"[{name}:{len(frame)}]".encode())
     for column in frame.columns:
         values = frame[column]

@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
-import pyarrow as pa
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -42,7 +41,6 @@ from leaderboard.services.reports import agreement_report_snapshot, report_flatt
 TASK_EXPORT_BUILD = "leaderboard.export_build"
 # Rows written as one Parquet row group.
 EXPORT_CHUNK_ROWS = 50_000
-REPORT_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("value", pa.string())])
 
 
 def exports_dir() -> Path:
@@ -158,19 +156,22 @@ def export_job_build(*, job_id: int) -> ExportOutcome:
 
 def _write_report(job: ExportJob, out: IO[bytes]) -> int:
     """The report flattened to (path, JSON value) rows, in the job's format."""
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("path", pa.string()), pa.field("value", pa.string())])
     payload = agreement_report_snapshot(study=job.study).payload
     rows = [(path, json.dumps(value)) for path, value in report_flatten(payload)]
     if job.format == ExportJob.Format.PARQUET:
         table = pa.Table.from_pydict(
-            {"path": [p for p, _ in rows], "value": [v for _, v in rows]}, schema=REPORT_SCHEMA
+            {"path": [p for p, _ in rows], "value": [v for _, v in rows]}, schema=schema
         )
-        for data in parquet_stream(table.to_batches(), REPORT_SCHEMA, chunk_rows=EXPORT_CHUNK_ROWS):
+        for data in parquet_stream(table.to_batches(), schema, chunk_rows=EXPORT_CHUNK_ROWS):
             out.write(data)
         return len(rows)
     text = io.TextIOWrapper(out, encoding="utf-8", newline="")
     if job.format == ExportJob.Format.CSV:
         writer = csvsafe.writer(text, lineterminator="\n")
-        writer.writerow(REPORT_SCHEMA.names)
+        writer.writerow(schema.names)
         writer.writerows(rows)
     else:
         for path, value in rows:

@@ -20,17 +20,14 @@ A column's type comes from its model field, so a new column needs only a line in
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from django.db import connection, models
 from django.db.models import QuerySet
 
@@ -38,6 +35,9 @@ from annotation.models import Study
 from core.csvsafe import csv_cell_sql
 from core.db.rows import queryset_sql
 from leaderboard.selectors.exports import EXPORT_COMPUTED, EXPORT_TABLES, study_export_queryset
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ExportFormat = Literal["csv", "jsonl", "parquet"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = ("csv", "jsonl", "parquet")
@@ -62,20 +62,28 @@ class Column:
     digits: tuple[int, int] | None = None
 
     def arrow_type(self) -> pa.DataType:
+        import pyarrow as pa
+
         if self.kind == "decimal":
             assert self.digits is not None
             return pa.decimal128(*self.digits)
-        return _ARROW_TYPES[self.kind]
+        return _arrow_types()[self.kind]
 
 
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "int": pa.int64(),
-    "float": pa.float64(),
-    "bool": pa.bool_(),
-    "time": pa.timestamp("us", tz="UTC"),
-    "json": pa.string(),
-    "text": pa.string(),
-}
+@functools.cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    """Each column kind's Arrow type, made on first use: pyarrow is loaded by an export, not by
+    every page that imports this module."""
+    import pyarrow as pa
+
+    return {
+        "int": pa.int64(),
+        "float": pa.float64(),
+        "bool": pa.bool_(),
+        "time": pa.timestamp("us", tz="UTC"),
+        "json": pa.string(),
+        "text": pa.string(),
+    }
 
 
 def _model_field(model: type[models.Model], path: str) -> Any:
@@ -120,6 +128,8 @@ def export_columns(*, model: type[models.Model], table: str) -> tuple[Column, ..
 
 def arrow_schema(columns: Iterable[Column]) -> pa.Schema:
     """The Parquet schema of an export's columns, fixed so that every row group matches."""
+    import pyarrow as pa
+
     return pa.schema([pa.field(c.name, c.arrow_type(), nullable=True) for c in columns])
 
 
@@ -164,6 +174,8 @@ def _copy_sql(
 
 def _csv_options(schema: pa.Schema) -> dict[str, Any]:
     """How pyarrow reads PostgreSQL's CSV into `schema`'s types."""
+    import pyarrow.csv as pacsv
+
     return {
         "read_options": pacsv.ReadOptions(column_names=schema.names),
         "parse_options": pacsv.ParseOptions(newlines_in_values=True),
@@ -207,6 +219,8 @@ def _json_escaped(values: pa.ChunkedArray) -> pa.ChunkedArray:
     names, ids, choices); only those are replaced, backslash first so that no escape is escaped
     again.
     """
+    import pyarrow.compute as pc
+
     found: set[int] = set()
     for chunk in values.chunks:
         data = _string_data(chunk)
@@ -225,6 +239,9 @@ def _json_values(values: pa.ChunkedArray, column: Column) -> tuple[pa.ChunkedArr
     """Each value of a column as its JSON text ("null" when missing), column-wise in C++, and
     whether the line must put quotes around it (a string column without nulls: its quotes go
     into the constant parts on either side, see `json_lines`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if column.kind in ("int", "decimal", "bool"):
         text = pc.cast(values, pa.string())
     elif column.kind == "float":
@@ -247,6 +264,8 @@ def json_lines(table: pa.Table, columns: tuple[Column, ...]) -> bytes:
     Each line is one join of the constant parts (braces, keys, and the quotes of string columns
     without nulls) with every column's text for that row.
     """
+    import pyarrow.compute as pc
+
     if table.num_rows == 0:
         return b""
     parts: list[Any] = []
@@ -313,6 +332,8 @@ class ExportStream:
         self, qs: QuerySet[Any], columns: tuple[Column, ...], schema: pa.Schema
     ) -> Iterator[pa.Table]:
         """The rows as typed Arrow tables, one per chunk, parsed in C++."""
+        import pyarrow.csv as pacsv
+
         options = _csv_options(schema)
         for chunk in self._copy(qs, columns):
             yield pacsv.read_csv(io.BytesIO(chunk), **options)
@@ -323,6 +344,8 @@ class ExportStream:
 
     def _jsonl(self, qs: QuerySet[Any], columns: tuple[Column, ...]) -> Iterator[bytes]:
         # Times stay the ISO text PostgreSQL wrote, and JSON its JSON text.
+        import pyarrow as pa
+
         schema = pa.schema(
             [pa.field(c.name, pa.string() if c.kind == "time" else c.arrow_type()) for c in columns]
         )
@@ -360,6 +383,9 @@ def parquet_stream(
 ) -> Iterator[bytes]:
     """A Parquet file's bytes, one row group of `chunk_rows` rows (the last may be shorter)
     written and handed on at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be at least 1")
     drain = _Drain()

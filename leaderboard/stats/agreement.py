@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.bootstrap import BootstrapInterval, cluster_sums, percentile_interval
 from leaderboard.stats.pairwise import (
@@ -24,6 +23,9 @@ from leaderboard.stats.pairwise import (
     pairwise_agreement,
     pairwise_agreement_by_unit,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "AgreementCount",
@@ -47,6 +49,8 @@ _LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
 
 def _is_missing(value: Any) -> bool:
+    import pandas as pd
+
     if value is None:
         return True
     try:
@@ -124,6 +128,8 @@ def _pairable_counts(
     only on unpairable units dropped), the values in order, and each kept unit's code in
     :func:`leaderboard.stats.pairwise.key_codes` numbering; None when fewer than two values or
     no unit are pairable (alpha is NaN)."""
+    import pandas as pd
+
     if level not in _LEVELS:
         raise ValueError(f"level must be one of {_LEVELS}, not {level!r}")
     unit_arr = units.to_numpy() if isinstance(units, pd.Series) else np.asarray(units)
@@ -273,6 +279,8 @@ def _cluster_coincidences(
     kept: npt.NDArray[np.intp],
 ) -> npt.NDArray[np.float64]:
     """The summed ``o_u`` of each cluster's pairable units: clusters x values²."""
+    import pandas as pd
+
     unit_arr = units.to_numpy() if isinstance(units, pd.Series) else np.asarray(units)
     cluster_arr = clusters.to_numpy() if isinstance(clusters, pd.Series) else np.asarray(clusters)
     if cluster_arr.shape != unit_arr.shape:
@@ -396,6 +404,8 @@ def fleiss_kappa_interval(
     own. Rounds where kappa is undefined (``P_e = 1``) are skipped; NaN everywhere when the
     estimate is NaN. ``clusters`` in the result counts the subjects or clusters drawn.
     """
+    import pandas as pd
+
     estimate = fleiss_kappa(counts)
     table = np.asarray(counts, dtype=np.float64)
     if math.isnan(estimate):
@@ -482,6 +492,8 @@ def fleiss_kappa_generalized_interval(
     only through the sums of [1, P_i, r_ik / r_i], so a round sums the drawn clusters' rows
     (:func:`cluster_sums`; Efron & Tibshirani 1993, section 8.5). Subjects with fewer than two
     ratings are left out before drawing; rounds where kappa is undefined are skipped."""
+    import pandas as pd
+
     table = np.asarray(counts, dtype=np.float64)
     estimate = fleiss_kappa_generalized(table)
     if math.isnan(estimate):
@@ -526,6 +538,8 @@ def cohen_kappa(
     Degenerate input returns NaN: no items, or chance agreement of 1 (both raters used one and
     the same category), where kappa is 0/0.
     """
+    import pandas as pd
+
     # Numbers stay numbers (factorised as such); anything else is compared as objects.
     a, b = np.asarray(rater_a), np.asarray(rater_b)
     if a.dtype.kind not in "iub" or b.dtype.kind not in "iub":

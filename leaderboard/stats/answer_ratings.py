@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.bootstrap import cluster_sums, percentile_interval
 
@@ -78,6 +77,8 @@ def level_shares(
     of one prompt's answers are not independent (the same prompt is easy or hard for every
     system), hence prompts as clusters. A level not among ``levels`` raises ValueError.
     """
+    import pandas as pd
+
     if len(set(levels)) != len(levels) or not levels:
         raise ValueError("levels must be distinct and at least one")
     raw = pd.Series(np.asarray(values, dtype=object), dtype=object)

@@ -12,10 +12,13 @@ columns model, rating, lower, upper, sorted by rating descending.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RATING_COLUMNS = ["model", "rating", "lower", "upper"]
 # The first model's score in a battle, by winner (a tie is half a win).
@@ -39,6 +42,8 @@ def encode_battles(battles: pd.DataFrame) -> EncodedBattles:
     """Check the battles and number them: models by sorted name, winners as ``S_a``
     (:data:`SCORE_A`). Raises ValueError on a missing column, an unknown winner, a missing model
     or a battle of a model against itself."""
+    import pandas as pd
+
     missing = {"model_a", "model_b", "winner"} - set(battles.columns)
     if missing:
         raise ValueError(f"battles lack the columns {sorted(missing)}")
@@ -83,6 +88,8 @@ def rating_frame(
     upper: npt.NDArray[np.float64],
 ) -> pd.DataFrame:
     """The ratings as a frame of :data:`RATING_COLUMNS`, by rating descending, then model name."""
+    import pandas as pd
+
     frame = pd.DataFrame({"model": models, "rating": rating, "lower": lower, "upper": upper})
     frame = frame.sort_values(["rating", "model"], ascending=[False, True], kind="stable")
     return frame.reset_index(drop=True)[RATING_COLUMNS]
@@ -90,6 +97,8 @@ def rating_frame(
 
 def empty_ratings() -> pd.DataFrame:
     """The frame of no ratings (no battles): :data:`RATING_COLUMNS`, typed, no rows."""
+    import pandas as pd
+
     return pd.DataFrame(
         {c: pd.Series(dtype=object if c == "model" else float) for c in RATING_COLUMNS}
     )

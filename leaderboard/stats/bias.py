@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.correlation import Correlation, correlation
 from leaderboard.stats.likert import (
@@ -77,6 +76,8 @@ def flips(first_order: npt.ArrayLike, second_order: npt.ArrayLike) -> npt.NDArra
     """Per pair, whether its canonical preference changed when the order was swapped
     (``first_order[i] != second_order[i]``, :func:`flip_rate`'s hits); labels outside
     PREFERENCES raise ValueError."""
+    import pandas as pd
+
     first = np.asarray(first_order)
     second = np.asarray(second_order)
     if first.shape != second.shape or first.ndim != 1:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.proportion import wilson_interval
 
@@ -203,6 +202,8 @@ def cluster_share(
     Wilson interval over the units is too narrow when clusters differ. Fewer than two clusters
     with units: no interval (None).
     """
+    import pandas as pd
+
     hit = np.asarray(counts, dtype=np.float64)
     size = np.asarray(totals, dtype=np.float64)
     if hit.ndim != 1 or hit.shape != size.shape:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.battles import (
     QUANTILES,
@@ -25,6 +24,9 @@ from leaderboard.stats.battles import (
     encode_battles,
     rating_frame,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _cells(
@@ -49,6 +51,8 @@ def _cluster_cells(
     """For the cluster bootstrap: a function drawing each round's weight of each (a, b, score)
     cell of :func:`_cells`: the cells' battle counts per cluster (a clusters x cells matrix)
     times the counts of the clusters drawn with replacement."""
+    import pandas as pd
+
     if len(clusters) != len(enc.a):
         raise ValueError("clusters must give one id per battle")
     keep = np.ones(len(enc.a), dtype=bool) if ties == "half" else enc.score_a != 0.5

@@ -17,12 +17,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
-from scipy.special import expit
 
 from core.errors import ApplicationError
 from leaderboard.stats.bootstrap import (
@@ -33,6 +31,9 @@ from leaderboard.stats.bootstrap import (
 )
 from leaderboard.stats.likert import collapse
 from leaderboard.stats.majority import LABELS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RANDOM_CONTRAST_RATE = 0.5
 """A judge that picks at random between the two answers (or the two instructions) is right half
@@ -325,6 +326,9 @@ def score_agreement(
     here to compare a score judge's agreement with people with and without RewardFusion (Shen
     et al. 2023).
     """
+    import pandas as pd
+    from scipy.special import expit
+
     scored = pd.Series(answer_scores, dtype=np.float64)
     frame = pairs[["pair_id", "answer_a", "answer_b"]].assign(
         h_a=lambda f: f["answer_a"].map(scored), h_b=lambda f: f["answer_b"].map(scored)
@@ -532,6 +536,8 @@ def swap_invariance(
     al. (2023), section 3.3 on position bias (the "consistency" of a judge called in both
     orders).
     """
+    import pandas as pd
+
     if order_invariant:
         return SwapInvariance(True, None)
     if np.ndim(forward) != 1 or np.ndim(backward) != 1 or len(forward) != len(backward):
@@ -617,6 +623,8 @@ def intransitive_triples(
     (cyclic, decided) counts. Source: Kendall and Babington Smith (1940), circular triads of
     paired comparisons.
     """
+    import pandas as pd
+
     missing = {group, first, second, label} - set(verdicts.columns)
     if missing:
         raise ValueError(f"verdicts lack the columns {sorted(missing)}")
@@ -666,6 +674,8 @@ def intransitive_triples_coded(
     (A, B or tie). ``clusters``: each row's cluster (for Concord its prompt, when a group is a
     prompt and turn), what the interval resamples (None: the groups); ``resampled`` names it.
     Raises :class:`PairRepeated` with the first offending row."""
+    import pandas as pd
+
     codes = pd.Categorical(labels, categories=LABELS).codes.astype(np.int64)
     if (codes < 0).any():
         values = pd.Series(labels).to_numpy(dtype=object)[codes < 0]

@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _st
 
 Method = Literal["pearson", "spearman", "kendall"]
 
@@ -59,6 +58,8 @@ def correlation(
     interval is NaN when ``n`` is at or below the variance offset (3, or 4 for Kendall), and
     (±1, ±1) when the estimate is exactly ±1.
     """
+    from scipy import stats as _st
+
     if method not in _Z_VARIANCE:
         raise ValueError(f"method must be one of {tuple(_Z_VARIANCE)}")
     if not 0.0 < confidence < 1.0:
@@ -115,6 +116,8 @@ def exact_permutation_p(x: npt.ArrayLike, y: npt.ArrayLike, method: Method) -> f
     may be applied to samples from any populations. II. The correlation coefficient test", JRSS
     Suppl. 4:225-232). Enumerates all n! orders, so n is at most 9 (362,880 orders).
     """
+    from scipy import stats as _st
+
     xs = _st.rankdata(np.asarray(x, dtype=np.float64))
     ys = _st.rankdata(np.asarray(y, dtype=np.float64))
     n = int(xs.size)

@@ -3,11 +3,15 @@ cost per 1,000 pairs, and the sources no other beats on both (the Pareto front).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.majority import LABELS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def held_out_hits(
@@ -24,6 +28,8 @@ def held_out_hits(
     against the majority. Returns the votes' ``key`` and ``hit`` columns, in the votes' order,
     for units with 2+ labelled votes.
     """
+    import pandas as pd
+
     codes = pd.Categorical(votes[label], categories=LABELS).codes.astype(np.int64)
     known = codes >= 0
     kept = votes[known]

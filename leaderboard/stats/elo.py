@@ -16,11 +16,10 @@ import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.battles import (
     QUANTILES,
@@ -30,14 +29,9 @@ from leaderboard.stats.battles import (
     rating_frame,
 )
 from leaderboard.stats.bradley_terry import bradley_terry
-from leaderboard.stats.elo_kernel import (
-    BUCKETS,
-    GROUP,
-    PROMPT_GROUP,
-    draw_key,
-    elo_draws_compiled,
-    elo_prompts_compiled,
-)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Below this many updates the work runs on the calling thread: starting threads would cost more.
 _THREAD_MIN_UPDATES = 1 << 18
@@ -117,6 +111,8 @@ def canonical_battle_order(
 
 def _cluster_codes(clusters: npt.ArrayLike, n: int) -> tuple[npt.NDArray[np.intp], int]:
     """Each battle's prompt numbered in the order of the prompt ids, and how many prompts."""
+    import pandas as pd
+
     ids = np.asarray(clusters)
     if ids.shape != (n,):
         raise ValueError("clusters must give one prompt id per battle")
@@ -173,6 +169,8 @@ def _elo_bootstrap_fused(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """The battle bootstrap of :func:`elo_bootstrap` on battles in canonical order:
     :func:`elo_kernel._elo_draws_loop` over the rounds (:func:`_play_rounds`)."""
+    from leaderboard.stats.elo_kernel import BUCKETS, GROUP, elo_draws_compiled
+
     m, n = len(enc.models), len(enc.a)
     kind, kind_a, kind_b, kind_score = _kinds(enc)
     if (kind[1:] < kind[:-1]).any():
@@ -220,6 +218,8 @@ def _elo_bootstrap_prompts(
     """The prompt bootstrap of :func:`elo_bootstrap`: :func:`elo_kernel._elo_prompts_loop` over
     the rounds (:func:`_play_rounds`); with ``untied``, also the board without ties of the same
     rounds."""
+    from leaderboard.stats.elo_kernel import PROMPT_GROUP, elo_prompts_compiled
+
     m, n = len(enc.models), len(enc.a)
     kind, kind_a, kind_b, kind_score = _kinds(enc)
     codes, prompts = _cluster_codes(clusters, n)
@@ -253,6 +253,10 @@ def elo_kernel_warm() -> None:
     """Load (or, the first time on a machine, compile) the Elo kernel now rather than in the
     first report: numba keeps the machine code on disk (``cache=True``), but loading it still
     costs a process about a second. The analysis worker calls this as each process starts."""
+    import pandas as pd
+
+    from leaderboard.stats.elo_kernel import elo_prompts_compiled
+
     warm = pd.DataFrame(
         {"model_a": ["a", "b"], "model_b": ["b", "a"], "winner": ["tie", "model_a"]}
     )
@@ -320,6 +324,8 @@ def elo_bootstrap(
     notebook) and the percentiles skip it. Returns columns model, rating (median), lower, upper,
     sorted by rating descending; no battles gives an empty frame.
     """
+    from leaderboard.stats.elo_kernel import draw_key
+
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     enc = encode_battles(battles)
@@ -373,6 +379,8 @@ def elo_bootstrap_ties_kept_and_dropped(
     rest). The first board equals ``elo_bootstrap(battles, clusters=clusters, ...)``. The
     second lists the models that have a battle other than a tie. Returns the two frames, each
     as :func:`elo_bootstrap` returns."""
+    from leaderboard.stats.elo_kernel import draw_key
+
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     if rounds >= 2**24:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.bootstrap import cluster_sums, percentile_interval
 
@@ -55,6 +54,8 @@ def mean_grade(
     grade is its own cluster (a plain bootstrap of the mean). Fewer than two clusters: no
     interval.
     """
+    import pandas as pd
+
     values = np.asarray(grades, dtype=np.float64)
     labels = np.asarray(prompts)
     if values.ndim != 1 or labels.shape != values.shape:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from core.conventions import (
     LIKERT_MAX,
@@ -74,6 +73,8 @@ def preference_sign(preferences: npt.ArrayLike) -> npt.NDArray[np.float64]:
     Used to correlate a preference with a signed covariate (for example ``len_b - len_a``), so that
     a positive correlation means "prefers B when B is larger".
     """
+    import pandas as pd
+
     # Factorised first (a Categorical by its codes), so each distinct label is checked once.
     values = (
         preferences

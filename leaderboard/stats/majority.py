@@ -8,10 +8,14 @@ two or three labels share the highest count the unit's majority is a tie.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from leaderboard.stats.likert import PREFERENCES
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The canonical labels, in code order (the one definition, with the Likert conventions); the
 # name the majority's readers import.
@@ -28,6 +32,8 @@ def people_majority(
     all lack a label get "tie" (no label is more common than another). Counted from label codes
     per unit (``bincount`` over ``unit * 3 + label``), not by a group-by.
     """
+    import pandas as pd
+
     if votes.empty:
         return pd.Series(dtype=object)
     codes = pd.Categorical(votes[label], categories=LABELS).codes.astype(np.int64)

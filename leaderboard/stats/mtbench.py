@@ -7,13 +7,15 @@ orders, and a verdict that changes with the order counts as a tie ("inconsistent
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.majority import LABELS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # A judge call's order: A shown first, B shown first, or both answers judged at once.
 CALL_ORDERS = ("ab", "ba", "both")
@@ -27,6 +29,8 @@ def judge_votes_combine(calls: pd.DataFrame) -> pd.DataFrame:
     Zheng et al. 2023); a pair judged in one order only takes that verdict. The canonical Likert
     vote is the mean of the orders' canonical scores when both have one.
     """
+    import pandas as pd
+
     if calls.empty:
         return pd.DataFrame(columns=["run_id", "pair_id", "label", "likert"])
     return judge_votes_combine_sorted(calls_sort(calls))
@@ -34,6 +38,8 @@ def judge_votes_combine(calls: pd.DataFrame) -> pd.DataFrame:
 
 def judge_votes_combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
     """:func:`judge_votes_combine` on calls, not none, already in :func:`calls_sort`'s order."""
+    import pandas as pd
+
     run_ids = ordered["run_id"].to_numpy()
     pair_ids = ordered["pair_id"].to_numpy()
     # Groups are runs of equal (run, pair) in the sorted rows: reduced by their start offsets
@@ -67,6 +73,8 @@ def judge_votes_combine_sorted(ordered: pd.DataFrame) -> pd.DataFrame:
 def calls_sort(calls: pd.DataFrame) -> pd.DataFrame:
     """The calls in (run, pair, order) order, ties in their given order (a stable sort); calls
     already in that order (as each part of the report's read is) are returned as they are."""
+    import pandas as pd
+
     order_codes = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes
     run, pair = calls["run_id"].to_numpy(), calls["pair_id"].to_numpy()
     if _in_order(run, pair, order_codes):

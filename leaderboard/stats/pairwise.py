@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from leaderboard.stats.majority import LABELS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Level = Literal["vote", "majority"]
 _COLUMNS = ["key", "agree_s1", "total_s1", "agree_s2", "total_s2"]
@@ -76,6 +78,8 @@ def _check_columns(votes: pd.DataFrame, key: str, label: str, rater: str) -> Non
 
 
 def _label_codes(labels: pd.Series) -> npt.NDArray[np.int64]:
+    import pandas as pd
+
     codes, values = pd.factorize(labels)
     found = values.tolist()
     unknown = set(found) - set(LABELS)
@@ -93,6 +97,8 @@ def key_codes(keys: pd.Series) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any] |
     Integer keys in a range not much wider than their count (a study's pair ids) are numbered
     by marking the range, in two array passes; others by pandas' factorize.
     """
+    import pandas as pd
+
     values = keys.to_numpy()
     if values.dtype.kind in "iu" and values.size:
         low, high = int(values.min()), int(values.max())
@@ -115,6 +121,8 @@ def _encode_sources(
 ) -> tuple[list[_Coded], npt.NDArray[Any]]:
     """Code each frame's votes, numbering the keys of all frames together (sorted when the
     keys sort, else in order of appearance); return the codes and the key values."""
+    import pandas as pd
+
     keys = pd.concat([f[key] for f in frames], ignore_index=True) if frames else pd.Series()
     codes, key_values = key_codes(keys)
     out = []
@@ -224,6 +232,8 @@ def pairwise_agreement_by_unit(
     ``sum_l c_l (c_l - 1) / 2`` of ``n (n - 1) / 2``, less the pairs of one rater's own votes;
     across two sources ``sum_l c_l d_l`` of ``n m``. S2 uses the A and B counts only.
     """
+    import pandas as pd
+
     if level not in ("vote", "majority"):
         raise ValueError("level must be 'vote' or 'majority'")
     _check_columns(votes, key, label, rater)

@@ -27,15 +27,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
-from scipy import stats as _st
 
 from leaderboard.stats.battles import SCORE_A
 from leaderboard.stats.bradley_terry import win_matrix_strengths
 from leaderboard.stats.correlation import correlation
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ def variance_components(agree: npt.ArrayLike, clusters: npt.ArrayLike) -> Varian
     """Return the ANOVA estimates of the between- and within-prompt variance of agreement, from
     one 0/1 (or any numeric) value per label and its prompt; see
     :func:`variance_components_from_sums` for the formulas."""
+    import pandas as pd
+
     a = np.asarray(agree, dtype=np.float64)
     codes = pd.factorize(pd.Series(np.asarray(clusters)))[0]
     if a.shape != codes.shape or a.ndim != 1:
@@ -135,6 +139,8 @@ def projected_half_width(
     components: VarianceComponents, *, labels: int, prompts: int, confidence: float = 0.95
 ) -> float:
     """The half width ``z sqrt(s_b^2 / C + s_w^2 / n)`` at ``labels`` labels on ``prompts``."""
+    from scipy import stats as _st
+
     if labels <= 0 or prompts <= 0:
         return math.nan
     z = float(_st.norm.ppf(0.5 + confidence / 2.0))
@@ -146,6 +152,8 @@ def floor_half_width(
 ) -> float:
     """The half width ``z sqrt(s_b^2 / C)`` that no number of labels on ``prompts`` prompts
     narrows the interval past (NaN without prompts)."""
+    from scipy import stats as _st
+
     if prompts <= 0:
         return math.nan
     z = float(_st.norm.ppf(0.5 + confidence / 2.0))
@@ -158,6 +166,8 @@ def labels_for_half_width(
     """The fewest labels whose projected half width is at most ``target`` on ``prompts`` prompts:
     ``ceil(s_w^2 / ((target / z)^2 - s_b^2 / C))``; None when the floor ``z s_b / sqrt(C)``
     is at or above the target (no number of labels on these prompts reaches it)."""
+    from scipy import stats as _st
+
     if target <= 0:
         raise ValueError("the target half width must be positive")
     z = float(_st.norm.ppf(0.5 + confidence / 2.0))

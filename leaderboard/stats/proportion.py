@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats as _st
-
 
 @dataclass(frozen=True)
 class Proportion:
@@ -28,6 +26,8 @@ def wilson_interval(count: int, total: int, confidence: float = 0.95) -> Proport
     Source: E. B. Wilson (1927), "Probable inference, the law of succession, and statistical
     inference", JASA 22:209-212; recommended by Brown, Cai & DasGupta (2001), Stat. Sci. 16:101.
     """
+    from scipy import stats as _st
+
     if total < 0 or count < 0 or count > total:
         raise ValueError("need 0 <= count <= total")
     if not 0.0 < confidence < 1.0:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leaderboard.stats.correlation import Correlation, rank_correlation_few
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ def rank_correlation(
     (:func:`leaderboard.stats.correlation.rank_correlation_few`). Used to ask whether a judge
     ranks models the way people do (H4 study, Chatbot Arena vs MT-Bench in Zheng et al. 2023).
     """
+    import pandas as pd
+
     a = pd.Series(ratings_a, dtype="float64").dropna()
     b = pd.Series(ratings_b, dtype="float64").dropna()
     common = sorted(set(a.index) & set(b.index))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from core.conventions import SEVEN_VALUE_KEYS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def rationale_distribution(selections: Iterable[Iterable[str]]) -> pd.DataFrame:
@@ -19,6 +21,8 @@ def rationale_distribution(selections: Iterable[Iterable[str]]) -> pd.DataFrame:
     form. Rows follow :data:`core.conventions.SEVEN_VALUE_KEYS` (AdvisorQA's order); no judgments
     gives NaN shares. An unknown value raises ValueError.
     """
+    import pandas as pd
+
     counts = dict.fromkeys(SEVEN_VALUE_KEYS, 0)
     judgments = 0
     for selection in selections:

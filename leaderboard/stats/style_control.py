@@ -18,10 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
-from scipy.sparse import coo_matrix
-from scipy.special import expit
-from scipy.stats import norm
 
 from leaderboard.stats.bootstrap import cluster_sums, percentile_interval
 
@@ -70,6 +66,8 @@ def _logistic_fit(
 ) -> npt.NDArray[np.float64]:
     """Minimise ``-sum_i w_i [y_i s_i - log(1 + e^{s_i})] + 1/2 sum_k ridge_k b_k^2`` with
     ``s = design @ b`` by Newton's method with step halving (the objective is convex)."""
+    from scipy.special import expit
+
     beta = np.zeros(design.shape[1]) if start is None else start.copy()
 
     def loss(b: npt.NDArray[np.float64]) -> float:
@@ -133,6 +131,9 @@ def length_controlled_win_rate(
     Journal of Statistics 28:449-481: a refit would cost a Newton fit per round; within a
     sample's own sampling spread the two agree (tests/leaderboard/stats/test_style_control.py).
     """
+    import pandas as pd
+    from scipy.special import expit
+
     y = np.asarray(outcome, dtype=np.float64)
     lm = np.asarray(length_model, dtype=np.float64)
     lb = np.asarray(length_baseline, dtype=np.float64)
@@ -278,6 +279,11 @@ def contextual_bradley_terry(
     standardisation and the sandwich weigh the row by it, as that many rows would. With
     ``models``, ``model_a`` and ``model_b`` are integer positions in it (no names to factorise).
     """
+    import pandas as pd
+    from scipy.sparse import coo_matrix
+    from scipy.special import expit
+    from scipy.stats import norm
+
     y = np.asarray(outcome, dtype=np.float64)
     feats = np.asarray(features, dtype=np.float64).reshape(len(y), len(feature_names))
     if models is None:

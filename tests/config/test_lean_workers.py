@@ -55,14 +55,6 @@ def test_urls_and_annotator_pages_load_without_scipy_numba_or_pandas() -> None:
     assert result["loaded"] == []
 
 
-@pytest.mark.django_db(transaction=True)
-def test_an_analysis_page_still_loads_its_libraries_when_asked_for() -> None:
-    result = probe("/studies/no-such-study/analysis/")
-    # Anonymous: sent to log in; the view (and pandas with it) was imported to answer.
-    assert result["statuses"] == [302]
-    assert "pandas" in result["loaded"]
-
-
 def test_a_lazy_api_view_is_still_exempt_from_csrf_like_the_class_it_names(
     cast: Cast, db: None
 ) -> None:
