@@ -528,6 +528,19 @@ class PLTraining(models.Model):
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When the training's message was last sent (start, retry, the reconciler): a pending
+    # training no worker claimed for CONCORD_REWARD_TRAINING_QUEUED_GRACE_SECONDS after it lost
+    # its message, and the reconciler sends another (counted in `resends`, the last at
+    # `resent_at`; judges.reward.resend).
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the training's message was last sent."
+    )
+    resent_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the reconciler last sent again a message that no worker had claimed.",
+    )
+    resends = models.PositiveSmallIntegerField(default=0, db_default=0)
     judge = models.OneToOneField(
         Judge, null=True, blank=True, on_delete=models.PROTECT, related_name="pl_training"
     )

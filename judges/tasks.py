@@ -3,9 +3,10 @@
 Each is made by core.tasks.task (a stable name, late acknowledgement, redelivery when its
 worker dies, no stored result: the call rows are the record; time limits) and takes ids only.
 Queues: LLM calls, fan-out, panel combination and reference writing on llm_judge, the
-reconcilers of calls and of PL runs on judge_reconcile, PL training and scoring on reward_model,
-connection tests on default. A dropped database connection is the one error the call tasks
-retry here (the services retry their own writes first; what is left is safe to run again).
+reconcilers of calls, PL runs and PL trainings on judge_reconcile, PL training and scoring on
+reward_model, connection tests on default. A dropped database connection is the one error the
+call tasks retry here (the services retry their own writes first; what is left is safe to run
+again).
 """
 
 from __future__ import annotations
@@ -169,14 +170,17 @@ def pl_score_run(run_id: int) -> str:
 
 @task(
     name="judges.pl_trainings_reconcile",
-    queue=Queue.REWARD_MODEL,
+    queue=Queue.JUDGE_RECONCILE,
     soft_time_limit=50,
     time_limit=58,
 )
 def pl_trainings_reconcile() -> int:
-    """Mark failed the trainings whose worker stopped (run by Celery beat).
+    """Mark failed the trainings whose worker stopped, and send again those whose message was
+    lost (run by Celery beat, on the reconcilers' queue: on reward_model it would wait behind
+    the training it checks, and count as a message waiting there).
 
-    Limits 50 s soft, 58 s hard: one UPDATE, due again every minute.
+    Limits 50 s soft, 58 s hard: one UPDATE and a conditional UPDATE per lost message, due
+    again every minute.
     """
     return trainings_reconcile()
 

@@ -180,6 +180,12 @@ CONCORD_REWARD_SCORE_MAX_ATTEMPTS: int = env.int("CONCORD_REWARD_SCORE_MAX_ATTEM
 CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS: float = env.float(
     "CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS", default=600.0
 )
+# A pending PL training that no worker claimed this many seconds after its message was sent
+# lost that message: the trainings' reconciler sends another, once no message waits in the
+# reward_model queue.
+CONCORD_REWARD_TRAINING_QUEUED_GRACE_SECONDS: float = env.float(
+    "CONCORD_REWARD_TRAINING_QUEUED_GRACE_SECONDS", default=600.0
+)
 CONCORD_REWARD_RECONCILE_SECONDS: float = env.float(
     "CONCORD_REWARD_RECONCILE_SECONDS", default=60.0
 )
@@ -347,7 +353,11 @@ CONCORD_JUDGE_CALL_BATCH: int = env.int("CONCORD_JUDGE_CALL_BATCH", default=8)
 # Each task names its queue where it is made (core.tasks.task); the router reads it there.
 CELERY_TASK_ROUTES = ("core.tasks.task_route",)
 CELERY_BEAT_SCHEDULE = {
-    "judges-pl-trainings-reconcile": {"task": "judges.pl_trainings_reconcile", "schedule": 60.0},
+    "judges-pl-trainings-reconcile": {
+        "task": "judges.pl_trainings_reconcile",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
     "judges-pl-runs-reconcile": {
         "task": "judges.pl_runs_reconcile",
         "schedule": CONCORD_REWARD_RECONCILE_SECONDS,

@@ -74,7 +74,7 @@ from django.utils import timezone
 
 from annotation.models import Answer, Pair, Prompt, Study
 from annotation.services.judgments import likert_preference
-from core.broker import BrokerUnavailable, broker_check, queue_length, task_send
+from core.broker import BrokerUnavailable, broker_check, task_send
 from core.errors import ApplicationError
 from core.queues import Queue
 from core.tasks import failure_reason
@@ -86,6 +86,7 @@ from judges.reward.calibration import (
     probability_b,
 )
 from judges.reward.data import question_text
+from judges.reward.resend import LostMessage, resend_take, resend_unclaimed
 from judges.services.limits import study_run_place_take
 
 logger = logging.getLogger(__name__)
@@ -538,7 +539,7 @@ def pl_runs_reconcile() -> int:
         )
     if changed:
         logger.warning("PL runs reconciler: %d runs whose worker was lost queued again", changed)
-    return changed + _unclaimed_resend(now)
+    return changed + resend_unclaimed(RUN_MESSAGE, now)
 
 
 def last_queued_at() -> Func:
@@ -554,65 +555,21 @@ def _unclaimed() -> QuerySet[JudgeRun]:
     )
 
 
+# A run's scoring message, sent again by pl_runs_reconcile when lost (judges.reward.resend).
+RUN_MESSAGE = LostMessage(
+    what="PL run",
+    task=TASK_SCORE_RUN,
+    grace_setting="CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS",
+    unclaimed=_unclaimed,
+    last_sent=last_queued_at,
+    queued_field="score_queued_at",
+    resent_field="score_resent_at",
+    count_field="score_resends",
+)
+
+
 def pl_run_resend_take(*, run_id: int, before: datetime, now: datetime) -> bool:
     """Take the re-send of an unclaimed pending PL run last sent before `before`; True when
-    this call took it (the caller then sends the message).
-
-    One conditional UPDATE: the run must be pending, held by no worker (no lease token) and
-    last sent before `before`; it writes the new send time and counts the re-send. A run a
-    worker claimed meanwhile, or whose re-send another reconciler took, is left alone.
-    """
-    return (
-        _unclaimed()
-        .alias(last_sent=last_queued_at())
-        .filter(pk=run_id, last_sent__lt=before)
-        .update(score_queued_at=now, score_resent_at=now, score_resends=F("score_resends") + 1)
-        == 1
-    )
-
-
-def _unclaimed_resend(now: datetime) -> int:
-    """Send again the scoring of pending PL runs no worker claimed within the grace period."""
-    grace = timedelta(seconds=settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS)
-    before = now - grace
-    stale = list(
-        _unclaimed()
-        .alias(last_sent=last_queued_at())
-        .filter(last_sent__lt=before)
-        .order_by("pk")
-        .values_list("pk", "score_queued_at", "score_resent_at")
-    )
-    if not stale:
-        return 0
-    waiting = queue_length(Queue.REWARD_MODEL)
-    if waiting:
-        logger.info(
-            "PL runs reconciler: %d messages still wait in the reward_model queue; %d unclaimed "
-            "runs not sent again",
-            waiting,
-            len(stale),
-        )
-        return 0
-    sent = 0
-    for run_id, queued_at, resent_at in stale:
-        if not pl_run_resend_take(run_id=run_id, before=before, now=now):
-            continue
-        try:
-            task_send(TASK_SCORE_RUN, args=[run_id], queue=Queue.REWARD_MODEL)
-        except BrokerUnavailable:
-            # Nothing went out: put the times back, so the next round tries again at once.
-            JudgeRun.objects.filter(pk=run_id, score_resent_at=now).update(
-                score_queued_at=queued_at,
-                score_resent_at=resent_at,
-                score_resends=F("score_resends") - 1,
-            )
-            logger.warning("PL run %s: not sent again, the broker refused", run_id)
-            continue
-        sent += 1
-    if sent:
-        logger.warning(
-            "PL runs reconciler: %d runs no worker claimed within %g s sent again",
-            sent,
-            grace.total_seconds(),
-        )
-    return sent
+    this call took it (the caller then sends the message). See resend_take: the run must be
+    pending, held by no worker (no lease token) and last sent before `before`."""
+    return resend_take(RUN_MESSAGE, pk=run_id, before=before, now=now)

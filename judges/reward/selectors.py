@@ -31,4 +31,32 @@ def pl_training_status(*, training: PLTraining) -> dict[str, Any]:
         "metrics": training.metrics,
         "error": training.error,
         "judge": training.judge.name if training.judge else None,
+        "queue": pl_training_queue_state(training=training),
     }
+
+
+WAITING = "waiting for a worker on the reward_model queue (celery -A config worker -Q reward_model)"
+
+
+def pl_training_queue_state(*, training: PLTraining) -> str:
+    """Where a pending training's message is, as a sentence for its page ("" once claimed).
+
+    Re-sent (its message was lost, no worker claimed it): when, how long ago and how often;
+    else how long ago it was queued, and past the grace period that the reconciler sends it
+    again (judges.reward.resend).
+    """
+    from judges.reward.resend import queued_text, resent_text
+    from judges.reward.services import TRAINING_MESSAGE
+
+    if training.status != PLTraining.Status.PENDING:
+        return ""
+    if training.resent_at is not None:
+        lost = resent_text(
+            TRAINING_MESSAGE,
+            resent_at=training.resent_at,
+            resends=training.resends,
+            job="training",
+        )
+        return f"{lost}); {WAITING}"
+    ago, late = queued_text(TRAINING_MESSAGE, queued_at=training.queued_at or training.created_at)
+    return f"Queued {ago} s ago, {WAITING}{late}"

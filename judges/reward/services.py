@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +21,9 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
+from django.db.models.expressions import Func
+from django.db.models.functions import Coalesce
+from django.db.models.query import QuerySet
 from django.utils import timezone
 
 from annotation.models import Study
@@ -32,6 +35,7 @@ from judges.reward import data as data_module
 from judges.reward.data import TrainingInputError, study_data
 from judges.reward.encoder import DEFAULT_BACKBONE, BackboneNotFound, backbone_path
 from judges.reward.losses import RECIPES, parse_k, recipe_name
+from judges.reward.resend import LostMessage, resend_take, resend_unclaimed
 from judges.reward.scoring import queue_on_commit
 from judges.services.runs import _check_may_run
 
@@ -167,6 +171,7 @@ def pl_training_start(*, study: Study, user: User, request: TrainingRequest) -> 
             epochs=request.epochs,
             data_summary=summary,
             created_by=user,
+            queued_at=timezone.now(),
         )
         queue_on_commit(TASK_TRAIN, training.pk)
     return training
@@ -191,7 +196,17 @@ def pl_training_retry(*, training: PLTraining, user: User) -> PLTraining:
     with transaction.atomic():
         changed = PLTraining.objects.filter(
             pk=training.pk, status__in=[PLTraining.Status.FAILED, PLTraining.Status.CANCELLED]
-        ).update(status=PLTraining.Status.PENDING, epoch=0, curve=[], error="", finished_at=None)
+        ).update(
+            status=PLTraining.Status.PENDING,
+            epoch=0,
+            curve=[],
+            error="",
+            finished_at=None,
+            # A new send: its grace period counts from now, and its re-sends afresh.
+            queued_at=timezone.now(),
+            resent_at=None,
+            resends=0,
+        )
         if changed != 1:
             training.refresh_from_db()
             raise ValidationError(
@@ -317,17 +332,52 @@ def _epoch_hook(training: PLTraining) -> Any:
     return hook
 
 
+def _unclaimed() -> QuerySet[PLTraining]:
+    """Pending trainings: no worker claimed them (a claim makes them running)."""
+    return PLTraining.objects.filter(status=PLTraining.Status.PENDING)
+
+
+def last_queued_at() -> Func:
+    """When a training's message was last sent (a training from before `queued_at` was kept:
+    its creation)."""
+    return Coalesce("queued_at", "created_at")
+
+
+# A training's message, sent again by pl_trainings_reconcile when lost (judges.reward.resend).
+TRAINING_MESSAGE = LostMessage(
+    what="PL training",
+    task=TASK_TRAIN,
+    grace_setting="CONCORD_REWARD_TRAINING_QUEUED_GRACE_SECONDS",
+    unclaimed=_unclaimed,
+    last_sent=last_queued_at,
+    queued_field="queued_at",
+    resent_field="resent_at",
+    count_field="resends",
+)
+
+
+def pl_training_resend_take(*, training_id: int, before: datetime, now: datetime) -> bool:
+    """Take the re-send of a pending training last sent before `before`; True when this call
+    took it (the caller then sends the message). A training a worker claimed meanwhile is
+    running, and is left alone (see judges.reward.resend.resend_take)."""
+    return resend_take(TRAINING_MESSAGE, pk=training_id, before=before, now=now)
+
+
 def pl_trainings_reconcile() -> int:
-    """Mark failed the running trainings whose heartbeat stopped (their worker died)."""
-    stale = timezone.now() - timedelta(seconds=settings.CONCORD_REWARD_HEARTBEAT_STALE_SECONDS)
+    """Mark failed the running trainings whose heartbeat stopped (their worker died), and send
+    again the message of pending ones no worker claimed within
+    CONCORD_REWARD_TRAINING_QUEUED_GRACE_SECONDS (it was lost; judges.reward.resend); return
+    how many changed."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.CONCORD_REWARD_HEARTBEAT_STALE_SECONDS)
     changed = PLTraining.objects.filter(
         status=PLTraining.Status.RUNNING, heartbeat_at__lt=stale
     ).update(
         status=PLTraining.Status.FAILED,
         error="the worker stopped (no heartbeat for "
         f"{settings.CONCORD_REWARD_HEARTBEAT_STALE_SECONDS} s); retry to train again",
-        finished_at=timezone.now(),
+        finished_at=now,
     )
     if changed:
         logger.warning("marked %d PL trainings failed: their worker stopped", changed)
-    return int(changed)
+    return int(changed) + resend_unclaimed(TRAINING_MESSAGE, now)

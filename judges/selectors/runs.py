@@ -168,7 +168,8 @@ def pl_run_scoring_state(*, run: JudgeRun) -> str:
     was lost, no worker claimed it): when, how long ago and how often; queued: how long ago;
     failed: why.
     """
-    from judges.reward.scoring import FAILED_NOTE
+    from judges.reward.resend import queued_text, resent_text
+    from judges.reward.scoring import FAILED_NOTE, RUN_MESSAGE
 
     if run.status == JudgeRun.Status.FAILED:
         return f"Failed: {run.note.removeprefix(FAILED_NOTE)}"
@@ -195,30 +196,15 @@ def pl_run_scoring_state(*, run: JudgeRun) -> str:
     )
     resent = run.score_resent_at
     if resent is not None and (run.score_requeued_at is None or resent >= run.score_requeued_at):
-        ago = max(0, int((now - resent).total_seconds()))
-        grace = settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS
-        times = "once" if run.score_resends == 1 else f"{run.score_resends} times"
-        return (
-            f"Message lost? Re-sent at {_utc(resent)} ({ago} s ago): no worker had claimed the "
-            f"scoring {grace:g} s after it was queued (re-sent {times}; "
-            f"{run.score_attempts} of {most} attempts used); {waiting}"
-        )
+        lost = resent_text(RUN_MESSAGE, resent_at=resent, resends=run.score_resends, job="scoring")
+        return f"{lost}; {run.score_attempts} of {most} attempts used); {waiting}"
     if run.score_requeued_at is not None:
         scored = AnswerScore.objects.filter(run=run).count()
         return (
             f"Worker lost, re-queued at {_utc(run.score_requeued_at)} ({scored} answers scored "
             f"so far are kept; {run.score_attempts} of {most} attempts used); {waiting}"
         )
-    queued = run.score_queued_at or run.created_at
-    ago = max(0, int((now - queued).total_seconds())) if queued is not None else 0
-    grace = settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS
-    late = (
-        f"; no worker has claimed it for longer than {grace:g} s "
-        "(CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS), so the reconciler sends it again once no "
-        "other message waits in that queue"
-        if ago > grace
-        else ""
-    )
+    ago, late = queued_text(RUN_MESSAGE, queued_at=run.score_queued_at or run.created_at)
     return f"Queued {ago} s ago, {waiting}{late}"
 
 

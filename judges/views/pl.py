@@ -18,7 +18,11 @@ from core.broker import BrokerUnavailable
 from judges.forms import PLTrainingForm
 from judges.models import PLTraining
 from judges.reward.plots import loss_curve_svg
-from judges.reward.selectors import pl_training_list_for_user, pl_training_status
+from judges.reward.selectors import (
+    pl_training_list_for_user,
+    pl_training_queue_state,
+    pl_training_status,
+)
 from judges.reward.services import (
     TrainingRequest,
     pl_training_cancel,
@@ -110,7 +114,12 @@ class PLTrainingDetailView(ResearcherRequiredMixin, View):
             )
             for key, label in METRIC_ROWS
         ]
-        context = {"study": study, "training": training, "metric_rows": rows}
+        context = {
+            "study": study,
+            "training": training,
+            "metric_rows": rows,
+            "queue_state": pl_training_queue_state(training=training),
+        }
         return render(request, "judges/pl_training_detail.html", context)
 
 

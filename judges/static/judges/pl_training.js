@@ -17,6 +17,7 @@
         document.getElementById("t-progress").value = data.epoch;
         document.getElementById("t-status").textContent = data.status;
         document.getElementById("t-error").textContent = data.error;
+        document.getElementById("t-queue").textContent = data.queue;
         if (curve) { curve.setAttribute("src", curveUrl + "?epoch=" + data.epoch); }
         if (data.terminal) { window.location.reload(); return; }
         setTimeout(poll, 2000);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,43 @@ from django.conf import LazySettings
 
 from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
 from annotation.services.judgments import likert_preference
+from tests.judges.integration import broker_purge, judge_queue_messages
+
+REWARD_QUEUE = "reward_model"
+
+
+@pytest.fixture
+def broker(settings: LazySettings) -> Iterator[str]:
+    """The real Redis broker, with the reward_model queue empty before and after the test."""
+    broker_purge(settings.CELERY_BROKER_URL, REWARD_QUEUE)
+    yield settings.CELERY_BROKER_URL
+    broker_purge(settings.CELERY_BROKER_URL, REWARD_QUEUE)
+
+
+def at_once(call: Callable[[], int], n: int = 4) -> list[int]:
+    """`call` run by n threads released together (each with its own connection), its results
+    sorted: what n reconcilers due at the same moment return."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    start = threading.Barrier(n)
+
+    def one(_: int) -> int:
+        try:
+            start.wait()
+            return call()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return sorted(pool.map(one, range(n)))
+
+
+def queued(url: str) -> list[tuple[str, list[int]]]:
+    """The reward_model queue's messages (task name, args), popped as a worker pops them."""
+    return judge_queue_messages(url, REWARD_QUEUE, timeout=0.5)
 
 
 @pytest.fixture(scope="session")

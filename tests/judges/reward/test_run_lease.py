@@ -7,7 +7,6 @@ reward_model queue as a worker would pop it. No model is trained: the lease is t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, timedelta
 
 import pytest
@@ -29,23 +28,9 @@ from judges.selectors.runs import judge_run_progress
 from judges.services.runs import judge_run_cancel, judge_run_resume
 from tests.conftest import PASSWORD, Cast
 from tests.judges.conftest import make_marked_pairs
-from tests.judges.integration import broker_purge, judge_queue_messages
+from tests.judges.reward.conftest import at_once, queued
 
 pytestmark = pytest.mark.django_db
-
-QUEUE = "reward_model"
-
-
-@pytest.fixture
-def broker(settings: LazySettings) -> Iterator[str]:
-    broker_purge(settings.CELERY_BROKER_URL, QUEUE)
-    yield settings.CELERY_BROKER_URL
-    broker_purge(settings.CELERY_BROKER_URL, QUEUE)
-
-
-def queued(url: str) -> list[tuple[str, list[int]]]:
-    """The reward_model queue's messages (task name, args), popped as a worker pops them."""
-    return judge_queue_messages(url, QUEUE, timeout=0.5)
 
 
 def pl_run(cast: Cast, name: str = "pl-lease") -> JudgeRun:
@@ -306,7 +291,7 @@ def test_a_re_send_the_broker_refused_is_tried_again_at_the_next_round(
     cast: Cast, broker: str, settings: LazySettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from core.broker import BrokerUnavailable
-    from judges.reward import scoring
+    from judges.reward import resend
 
     run = pl_run(cast)
     message_lost(run, settings)
@@ -315,7 +300,7 @@ def test_a_re_send_the_broker_refused_is_tried_again_at_the_next_round(
     def refuse(*args: object, **kwargs: object) -> None:
         raise BrokerUnavailable("the broker refused")
 
-    monkeypatch.setattr(scoring, "task_send", refuse)
+    monkeypatch.setattr(resend, "task_send", refuse)
     assert pl_runs_reconcile() == 0
     run.refresh_from_db()
     assert (run.score_queued_at, run.score_resent_at, run.score_resends) == (before, None, 0)
@@ -328,24 +313,9 @@ def test_a_re_send_the_broker_refused_is_tried_again_at_the_next_round(
 def test_four_reconcilers_at_once_send_a_lost_message_once(
     cast: Cast, broker: str, settings: LazySettings
 ) -> None:
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django.db import connection
-
     run = pl_run(cast)
     message_lost(run, settings)
-    start = threading.Barrier(4)
-
-    def one() -> int:
-        try:
-            start.wait()
-            return pl_runs_reconcile()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        assert sorted(pool.map(lambda _: one(), range(4))) == [0, 0, 0, 1]
+    assert at_once(pl_runs_reconcile) == [0, 0, 0, 1]
     assert queued(broker) == [(TASK_SCORE_RUN, [run.pk])]
     assert JudgeRun.objects.get(pk=run.pk).score_resends == 1
 
