@@ -1,5 +1,5 @@
-"""A batch of calls (one message of a run's fan-out): loaded, claimed and recorded with one
-statement each, whatever its size, each call made once and recorded as it would be alone."""
+"""A batch of calls (one message of a run's fan-out): loaded, claimed and recorded with the
+same statements whatever its size, each call made once and recorded as it would be alone."""
 
 from __future__ import annotations
 
@@ -67,10 +67,10 @@ def test_a_batch_of_eight_calls_takes_the_statements_of_one_call(cast, fake, api
     with CaptureQueriesContext(connection) as eight:
         outcomes = judge_calls_execute(call_ids=ids[1:9])
     assert {outcome.status for outcome in outcomes.values()} == {"done"}
-    # Load, claim, the calls' replies and the run's spend (one transaction), the finish check.
-    assert (
-        statements(one) == statements(eight) == ["SELECT", "UPDATE", "UPDATE", "UPDATE", "SELECT"]
-    )
+    # Load (the calls, then their run once), claim, the calls' replies and the run's spend (one
+    # transaction), the finish check.
+    expected = ["SELECT", "SELECT", "UPDATE", "UPDATE", "UPDATE", "SELECT"]
+    assert statements(one) == statements(eight) == expected
     assert JudgeCall.objects.filter(run=run, status="done").count() == 9
     assert fake.requests() and set(fake.requests().values()) == {1}
     assert len(fake.requests()) == 9
