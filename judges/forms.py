@@ -8,10 +8,10 @@ from typing import Any
 from django import forms
 
 from annotation.models import Pair, Study
+from judges.kinds import RUNNABLE_KINDS
 from judges.llm.prompts import TEMPLATES
 from judges.models import Judge, OutputFormat, Turns
 from judges.selectors.judges import judge_list_for_study
-from judges.services.judges import RUNNABLE_KINDS
 
 
 class RunStartForm(forms.Form):

@@ -63,7 +63,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
@@ -78,6 +77,7 @@ from core.broker import BrokerUnavailable, broker_check, task_send
 from core.errors import ApplicationError
 from core.queues import Queue
 from core.tasks import failure_reason
+from judges.kinds import RunPlan
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.reward.calibration import (
     UNCALIBRATED,
@@ -118,43 +118,22 @@ def pl_judge_readiness(*, judge: Judge) -> str:
     return ""
 
 
-def pl_run_start(
-    *,
-    judge: Judge,
-    study: Study,
-    user: User,
-    pairs: Iterable[Pair] | None = None,
-    seed: int | None = None,
-) -> JudgeRun:
-    """Create a pending run of a PL judge over the pairs and queue its scoring after commit.
+def pl_run_plan(*, study: Study, pairs: Iterable[Pair] | None, seed: int | None) -> RunPlan:
+    """Plan a PL judge's run (judges.kinds): pending until a reward_model worker scores each
+    answer once and derives one order-invariant call per pair (pl_run_execute).
 
-    The caller checked the user's permission and the judge's readiness. Raise ValidationError
-    for pairs of another study or none, BrokerUnavailable when the broker does not answer.
+    Raise ValidationError for pairs of another study or none.
     """
-    if pairs is None:
-        pair_list = list(study.pairs.order_by("pk"))
-    else:
-        pair_list = sorted(pairs, key=lambda pair: pair.pk)
-        foreign = [pair.pk for pair in pair_list if pair.study_id != study.pk]
-        if foreign:
-            raise ValidationError({"pairs": f"pairs {foreign} do not belong to {study.slug!r}"})
-    if not pair_list:
-        raise ValidationError({"pairs": f"study {study.slug!r} has no pairs to judge"})
-    broker_check()
-    with transaction.atomic():
-        study_run_place_take(study=study)
-        run = JudgeRun.objects.create(
-            judge=judge,
-            study=study,
-            status=JudgeRun.Status.PENDING,
-            seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
-            created_by=user,
-            note="PL scoring: each answer scored once, one order-invariant call per pair",
-            score_queued_at=timezone.now(),
-        )
-        run.pairs.set(pair_list)
-        queue_on_commit(TASK_SCORE_RUN, run.pk)
-    return run
+    from judges.services.runs import run_pairs_checked
+
+    return RunPlan(
+        pairs=run_pairs_checked(study=study, pairs=pairs),
+        status=JudgeRun.Status.PENDING,
+        seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
+        send=lambda run_id: task_send(TASK_SCORE_RUN, args=[run_id], queue=Queue.REWARD_MODEL),
+        note="PL scoring: each answer scored once, one order-invariant call per pair",
+        columns={"score_queued_at": timezone.now()},
+    )
 
 
 def pl_run_resume(*, run: JudgeRun) -> JudgeRun:

@@ -297,10 +297,10 @@ def pl_training_execute(*, training_id: int) -> str:
 
 def _run_after(training: PLTraining, judge: Judge) -> None:
     """Start a run of the new judge on the training's study (the demo's train-and-run)."""
-    from judges.reward.scoring import pl_run_start
+    from judges.services.runs import judge_run_create
 
     try:
-        pl_run_start(judge=judge, study=training.study, user=training.created_by)  # type: ignore[arg-type]
+        judge_run_create(judge=judge, study=training.study, user=training.created_by)
     except (ValidationError, BrokerUnavailable) as exc:
         logger.warning("PL training %s: the run after it did not start: %s", training.pk, exc)
 

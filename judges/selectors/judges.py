@@ -6,8 +6,9 @@ from django.db.models import Q, QuerySet
 
 from annotation.models import Pair, Study
 from annotation.selectors.checklist import ChecklistItem
+from judges.kinds import RUNNABLE_KINDS
 from judges.models import Judge
-from judges.services.judges import RUNNABLE_KINDS, judge_readiness
+from judges.services.judges import judge_readiness
 
 
 def judge_list_for_study(*, study: Study) -> QuerySet[Judge]:

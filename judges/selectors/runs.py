@@ -13,6 +13,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.utils import timezone
 
 from annotation.selectors.studies import study_list_for_user
+from judges.kinds import judge_kind
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
 from judges.services.calls import call_messages, cost_compute, tokens_estimate
 
@@ -135,7 +136,7 @@ def judge_run_progress(*, run: JudgeRun) -> RunProgress:
     estimate = Decimal(0)
     if remaining and counts["paid"]:
         estimate = cost / counts["paid"] * remaining
-    elif remaining and run.judge.kind == Judge.Kind.LLM:
+    elif remaining and judge_kind(run.judge.kind).paid:
         estimate = _first_call_estimate(run) * remaining
     return RunProgress(
         status=run.status,

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from annotation.models import Study
+from judges.kinds import judge_kind
 from judges.llm.client import (
     JudgeNotConfigured,
     UnsafeBaseURL,
@@ -20,14 +21,6 @@ from judges.llm.client import (
 from judges.llm.prompts import TEMPLATES, template_check, template_variables
 from judges.models import Judge, OutputFormat, Turns, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
-
-RUNNABLE_KINDS = (
-    Judge.Kind.LLM,
-    Judge.Kind.RANDOM,
-    Judge.Kind.LONGER,
-    Judge.Kind.PL,
-    Judge.Kind.PANEL,
-)
 
 
 def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent check per field
@@ -192,18 +185,11 @@ def judge_create(
 
 def judge_readiness(*, judge: Judge) -> str:
     """Return "" when the judge can run now, or what is missing, e.g. "not configured: set X"."""
-    if judge.kind not in RUNNABLE_KINDS:
-        return f"not runnable: {judge.get_kind_display()} judges are not run as calls"
-    if judge.kind == Judge.Kind.PL:
-        from judges.reward.scoring import pl_judge_readiness
+    return judge_kind(judge.kind).readiness(judge)
 
-        return pl_judge_readiness(judge=judge)
-    if judge.kind == Judge.Kind.PANEL:
-        from judges.services.panels import panel_readiness
 
-        return panel_readiness(judge=judge)
-    if judge.kind != Judge.Kind.LLM:
-        return ""
+def llm_judge_readiness(*, judge: Judge) -> str:
+    """ "" when the LLM judge's configuration is usable and its key is set, else what is not."""
     try:
         judge_validate(judge=judge)
     except ValidationError as exc:

@@ -46,18 +46,16 @@ from datetime import datetime
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from annotation.models import Pair, Study
-from core.broker import broker_check
 from core.conventions import likert_collapse
 from core.errors import ApplicationError
+from judges.kinds import RunPlan
 from judges.models import Judge, JudgeCall, JudgeRun, PanelMember
-from judges.services.limits import study_run_place_take
 
 TIE_RULE = (
     "majority: the label with the most votes, a tie when two labels share the most; mean and "
@@ -312,23 +310,17 @@ class PanelNotReady(ApplicationError, ValidationError):  # type: ignore[misc]  #
     http_status = 409
 
 
-def panel_run_start(
-    *,
-    judge: Judge,
-    study: Study,
-    user: User,
-    pairs: Iterable[Pair] | None = None,
-    seed: int | None = None,
-) -> JudgeRun:
-    """Create a running panel run on the members' latest done runs, and queue its combination.
+def panel_run_plan(
+    *, judge: Judge, study: Study, pairs: Iterable[Pair] | None, seed: int | None
+) -> RunPlan:
+    """Plan a panel's run (judges.kinds): running on the members' latest done runs, its
+    combination queued after commit.
 
     No request is made: a worker's :func:`panel_run_combine` reads the members' calls and
     writes the panel's (a database read and a bulk insert, kept out of the web request for a
-    large study). Raise ValidationError naming the members without a done run on the study, or
-    for pairs of another study; BrokerUnavailable before anything is written; RunLimitReached
-    when the study has CONCORD_STUDY_MAX_ACTIVE_RUNS runs queued or running (counted under its
-    row's lock, as for every run: the panel run is one of them until it is combined). The caller
-    (judges.services.runs.judge_run_start) has checked that `user` may run judges on `study`.
+    large study). The run holds a place among the study's active runs until it is combined, as
+    every run does (judges.services.limits). Raise ValidationError naming the members without a
+    done run on the study, or for pairs of another study.
     """
     from judges.services.runs import TASK_PANEL_COMBINE, _judge_task_send
 
@@ -361,27 +353,17 @@ def panel_run_start(
         pair_ids = {p.pk for p in pair_list}
     if not pair_ids:
         raise ValidationError({"pairs": "the members' runs judged no pairs"})
-    broker_check()
     names = [seat.member.name for seat, _ in seats]
-    with transaction.atomic():
-        # A panel run holds a place among the study's active runs until its combination is
-        # written, like every other run (judges.services.limits).
-        study_run_place_take(study=study)
-        run = JudgeRun.objects.create(
-            judge=judge,
-            study=study,
-            status=JudgeRun.Status.RUNNING,
-            seed=seed or 0,
-            created_by=user,
-            started_at=timezone.now(),
-            note="panel of runs "
-            + ", ".join(f"{name} #{r.pk}" for name, r in zip(names, member_runs, strict=True)),
-        )
-        run.pairs.set(sorted(pair_ids))
-        run.panel_sources.set(member_runs)
-        run_id = run.pk
-        transaction.on_commit(lambda: _judge_task_send(TASK_PANEL_COMBINE, args=[run_id]))
-    return run
+    return RunPlan(
+        pairs=sorted(pair_ids),
+        status=JudgeRun.Status.RUNNING,
+        seed=seed or 0,
+        send=lambda run_id: _judge_task_send(TASK_PANEL_COMBINE, args=[run_id]),
+        started_at=timezone.now(),
+        note="panel of runs "
+        + ", ".join(f"{name} #{r.pk}" for name, r in zip(names, member_runs, strict=True)),
+        fill=lambda run: run.panel_sources.set(member_runs),
+    )
 
 
 def panel_run_combine(*, run_id: int) -> int:

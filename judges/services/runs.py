@@ -23,6 +23,7 @@ from annotation.selectors.studies import study_list_for_user
 from core.broker import BrokerUnavailable, broker_check, queue_length, task_send
 from core.errors import ApplicationError
 from core.queues import Queue
+from judges.kinds import RunPlan, judge_kind
 from judges.models import Judge, JudgeCall, JudgeRun
 from judges.services.calls import (
     attempt_errors_appended,
@@ -111,20 +112,10 @@ def judge_run_start(
     budget_usd: Decimal | None = None,
     seed: int | None = None,
 ) -> JudgeRun:
-    """Create a run with one pending call per pair, order and judged turn, then queue them
-    after commit (the judged turns: the pair's own, or every turn of its prompt for a judge that
-    judges each turn, judges.services.turns).
+    """Check that `user` may run `judge` on `study` now, then start its run (judge_run_create).
 
-    A single-answer grading judge gets one call per answer and turn instead, its pair verdicts
-    derived when the last is recorded (judges.services.grading). A panel (judges.services.
-    panels) queues one task that combines its members' done runs, and makes no call. Every
-    prompt the judge would show with a reference answer (the study's reference categories) must
-    have one.
-
-    Raise JudgeNotReady when the judge lacks its key or configuration, BrokerUnavailable when
-    the broker does not answer (before anything is written), ValidationError for pairs of
-    another study or a negative budget, RunLimitReached (a ValidationError) when the study has
-    CONCORD_STUDY_MAX_ACTIVE_RUNS runs queued or running (counted under its row's lock).
+    Raise PermissionDenied for a user who may not, JudgeNotReady when the judge lacks its key
+    or configuration, ValidationError for a negative budget, and what judge_run_create raises.
     """
     _check_may_run(user=user, study=study)
     problem = judge_readiness(judge=judge)
@@ -132,16 +123,67 @@ def judge_run_start(
         raise JudgeNotReady(f"judge {judge.name!r} is {problem}")
     if budget_usd is not None and budget_usd < 0:
         raise ValidationError({"budget_usd": "The budget must be zero or more."})
-    if judge.kind == Judge.Kind.PL:
-        # A PL judge scores answers on the reward_model queue, then derives each pair's call.
-        from judges.reward.scoring import pl_run_start
+    return judge_run_create(
+        judge=judge, study=study, user=user, pairs=pairs, budget_usd=budget_usd, seed=seed
+    )
 
-        return pl_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
-    if judge.kind == Judge.Kind.PANEL:
-        # A panel asks nothing: a worker combines its members' done runs (no budget to cap).
-        from judges.services.panels import panel_run_start
 
-        return panel_run_start(judge=judge, study=study, user=user, pairs=pairs, seed=seed)
+def judge_run_create(
+    *,
+    judge: Judge,
+    study: Study,
+    user: User | None,
+    pairs: Iterable[Pair] | None = None,
+    budget_usd: Decimal | None = None,
+    seed: int | None = None,
+) -> JudgeRun:
+    """Write a run of any kind of judge and queue its first task after commit.
+
+    The judge's kind plans the run (judges.kinds: its pairs, checked, and what is written with
+    it); then, in one transaction, the judge's row is locked when the plan asks it, the study's
+    row is locked and its active runs counted (judges.services.limits), the run and its pairs
+    are written with the kind's own rows, and the kind's task is queued once it commits. The
+    caller checked the user's permission and the judge's readiness.
+
+    Raise ValidationError for pairs of another study, none, or what the kind refuses (a prompt
+    without the reference it needs, a panel member without a done run), BrokerUnavailable when
+    the broker does not answer (before anything is written), RunLimitReached (a ValidationError)
+    when the study has CONCORD_STUDY_MAX_ACTIVE_RUNS runs queued or running.
+    """
+    planner = judge_kind(judge.kind).plan
+    if planner is None:
+        raise JudgeNotReady(f"judge {judge.name!r} is {judge_readiness(judge=judge)}")
+    plan = planner(judge=judge, study=study, pairs=pairs, seed=seed, budget_usd=budget_usd)
+    broker_check()
+    with transaction.atomic():
+        if plan.lock_judge:
+            Judge.objects.select_for_update().filter(pk=judge.pk).first()
+        study_run_place_take(study=study)
+        run = JudgeRun.objects.create(
+            judge=judge,
+            study=study,
+            status=plan.status,
+            budget_usd=plan.budget_usd,
+            seed=plan.seed,
+            turns=plan.turns,
+            created_by=user,
+            started_at=plan.started_at,
+            note=plan.note,
+            **plan.columns,
+        )
+        run.pairs.set(plan.pairs)
+        if plan.fill is not None:
+            plan.fill(run)
+        run_id = run.pk
+        transaction.on_commit(lambda: plan.send(run_id))
+    return run
+
+
+def run_pairs_checked(*, study: Study, pairs: Iterable[Pair] | None) -> list[Pair]:
+    """The pairs a run judges, in id order: the study's, or the given ones, which must be its.
+
+    Raise ValidationError naming pairs of another study, or when there are none.
+    """
     if pairs is None:
         pair_list = list(study.pairs.order_by("pk"))
     else:
@@ -151,6 +193,27 @@ def judge_run_start(
             raise ValidationError({"pairs": f"pairs {foreign} do not belong to {study.slug!r}"})
     if not pair_list:
         raise ValidationError({"pairs": f"study {study.slug!r} has no pairs to judge"})
+    return pair_list
+
+
+def calls_run_plan(
+    *,
+    judge: Judge,
+    study: Study,
+    pairs: Iterable[Pair] | None,
+    seed: int | None,
+    budget_usd: Decimal | None,
+) -> RunPlan:
+    """Plan a run of calls (an LLM judge or a baseline): one pending call per pair, order and
+    judged turn (the pair's own, or every turn of its prompt for a judge that judges each turn,
+    judges.services.turns), fanned out by a task after commit.
+
+    A single-answer grading judge gets one call per answer and turn instead, its pair verdicts
+    derived when the last is recorded (judges.services.grading). Every prompt the judge would
+    show with a reference answer (the study's reference categories) must have one, or
+    ValidationError names them.
+    """
+    pair_list = run_pairs_checked(study=study, pairs=pairs)
     missing = references_missing(judge=judge, study=study, pairs=pair_list)
     if missing:
         shown = ", ".join(missing[:10]) + (
@@ -163,43 +226,39 @@ def judge_run_start(
                 "import them (the reference field) or have a reference judge write them"
             }
         )
-    broker_check()
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     now = timezone.now()
-    grace = timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
-    with transaction.atomic():
-        # The judge's row, locked as a template edit locks it (judges.services.templates): an
-        # edit either sees this run and is refused, or lands before any of its calls is made.
-        Judge.objects.select_for_update().filter(pk=judge.pk).first()
-        study_run_place_take(study=study)
-        run = JudgeRun.objects.create(
-            judge=judge,
-            study=study,
-            status=JudgeRun.Status.RUNNING,
-            budget_usd=budget_usd,
-            seed=run_seed,
-            turns=judge.turns,
-            created_by=user,
-            started_at=now,
-        )
-        run.pairs.set(pair_list)
+    due = now + timedelta(seconds=settings.CONCORD_JUDGE_PENDING_GRACE_SECONDS)
+
+    def fill(run: JudgeRun) -> None:
         if is_grading(judge):
             # One call per answer and turn; grades made before are copied, and a run whose
             # grades are all copied is done (its pair verdicts derived) at once.
-            if not grade_calls_create(run=run, pairs=pair_list, due=now + grace):
+            if not grade_calls_create(run=run, pairs=pair_list, due=due):
                 run_finish_if_complete(run_id=run.pk)
                 run.refresh_from_db()
-        else:
-            call_turns = pair_call_turns(turns=judge.turns, pairs=pair_list)
-            JudgeCall.objects.bulk_create(
-                JudgeCall(run=run, pair=pair, order=order, turn=turn, lease_expires_at=now + grace)
-                for pair in pair_list
-                for turn in call_turns[pair.pk]
-                for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
-            )
-        run_id = run.pk
-        transaction.on_commit(lambda: _judge_task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]))
-    return run
+            return
+        call_turns = pair_call_turns(turns=judge.turns, pairs=pair_list)
+        JudgeCall.objects.bulk_create(
+            JudgeCall(run=run, pair=pair, order=order, turn=turn, lease_expires_at=due)
+            for pair in pair_list
+            for turn in call_turns[pair.pk]
+            for order in orders_for(policy=judge.order_policy, seed=run_seed, pair_id=pair.pk)
+        )
+
+    return RunPlan(
+        pairs=pair_list,
+        status=JudgeRun.Status.RUNNING,
+        seed=run_seed,
+        send=lambda run_id: _judge_task_send(TASK_RUN_FAN_OUT, args=[run_id, 0]),
+        budget_usd=budget_usd,
+        turns=judge.turns,
+        started_at=now,
+        # The judge's row, locked as a template edit locks it (judges.services.templates): an
+        # edit either sees this run and is refused, or lands before any of its calls is made.
+        lock_judge=True,
+        fill=fill,
+    )
 
 
 def judge_run_fan_out(*, run_id: int, after_call_id: int) -> int | None:
@@ -261,15 +320,21 @@ def judge_run_cancel(*, run: JudgeRun, user: User) -> JudgeRun:
 
 
 def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = None) -> JudgeRun:
-    """Run again a cancelled or budget-stopped run's pending calls, optionally with a new budget."""
+    """Go on with a cancelled or budget-stopped run as its kind does (judges.kinds), optionally
+    with a new budget."""
     _check_may_run(user=user, study=run.study)
     problem = judge_readiness(judge=run.judge)
     if problem:
         raise JudgeNotReady(f"judge {run.judge.name!r} is {problem}")
-    if run.judge.kind == Judge.Kind.PL:
-        from judges.reward.scoring import pl_run_resume
+    resume = judge_kind(run.judge.kind).resume
+    if resume is None:
+        raise JudgeNotReady(f"judge {run.judge.name!r} is not runnable")
+    return resume(run=run, budget_usd=budget_usd)
 
-        return pl_run_resume(run=run)
+
+def calls_run_resume(*, run: JudgeRun, budget_usd: Decimal | None = None) -> JudgeRun:
+    """Run again a cancelled or budget-stopped run's pending calls (the caller checked the
+    user's permission and the judge's readiness)."""
     new_budget = budget_usd if budget_usd is not None else run.budget_usd
     if new_budget is not None and run_cost(run_id=run.pk) >= new_budget:
         raise ValidationError(
@@ -339,7 +404,7 @@ def _leases_expired(now: datetime) -> list[int]:
         exposure: dict[int, Decimal] = defaultdict(Decimal)
         paid_ids, free_ids = [], []
         for call in expired:
-            if call.run.judge.kind == Judge.Kind.LLM:
+            if judge_kind(call.run.judge.kind).paid:
                 paid_ids.append(call.pk)
                 exposure[call.run_id] += call_cost_estimate(
                     judge=call.run.judge, request=call.request

@@ -17,7 +17,8 @@ from annotation.access import ResearcherRequiredMixin, get_study_or_404
 from annotation.models import Study
 from core.broker import BrokerUnavailable
 from judges.forms import RunResumeForm, RunStartForm
-from judges.models import Judge, JudgeCall, JudgeRun
+from judges.kinds import RUNNABLE_KINDS, judge_kind
+from judges.models import JudgeCall, JudgeRun
 from judges.selectors.judges import judge_list_for_study
 from judges.selectors.runs import (
     judge_call_get,
@@ -27,7 +28,7 @@ from judges.selectors.runs import (
     judge_run_progress,
     panel_member_calls,
 )
-from judges.services.judges import RUNNABLE_KINDS, judge_readiness
+from judges.services.judges import judge_readiness
 from judges.services.limits import RunLimitReached
 from judges.services.runs import (
     JudgeNotReady,
@@ -74,19 +75,7 @@ class RunListView(ResearcherRequiredMixin, View):
         except ValidationError as exc:
             messages.error(request, "; ".join(exc.messages))
             return self._render(request, study, form, status=400)
-        if run.judge.kind == Judge.Kind.PL:
-            messages.success(
-                request,
-                f"Run {run.pk} queued: a reward_model worker scores each answer once, then "
-                "writes one call per pair.",
-            )
-        elif run.judge.kind == Judge.Kind.PANEL:
-            messages.success(
-                request,
-                f"Run {run.pk} queued: a worker combines its members' calls (no request is made).",
-            )
-        else:
-            messages.success(request, f"Run {run.pk} started: {run.calls.count()} calls queued.")
+        messages.success(request, judge_kind(run.judge.kind).queued(run))
         return redirect("judges:run_detail", slug=study.slug, run_id=run.pk)
 
     def _render(

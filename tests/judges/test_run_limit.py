@@ -17,10 +17,14 @@ from django.urls import reverse
 
 from annotation.models import Study
 from judges.models import Judge, JudgeCall, JudgeRun
-from judges.reward.scoring import pl_run_start
 from judges.services.limits import RunLimitReached
 from judges.services.panels import panel_create, panel_run_combine
-from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
+from judges.services.runs import (
+    judge_run_cancel,
+    judge_run_create,
+    judge_run_resume,
+    judge_run_start,
+)
 from tests.conftest import PASSWORD, Cast
 from tests.judges.conftest import make_llm_judge, make_marked_pairs
 from tests.judges.fake_openai import FakeOpenAI
@@ -84,7 +88,7 @@ def test_a_pl_judges_run_takes_a_place_too(
     running = judge_run_start(judge=make_llm_judge(fake), study=cast.study, user=cast.researcher)
     pl_judge = Judge.objects.create(name="pl-x", kind=Judge.Kind.PL, model_name="pl")
     with pytest.raises(RunLimitReached, match=f"run {running.pk} "):
-        pl_run_start(judge=pl_judge, study=cast.study, user=cast.researcher)
+        judge_run_create(judge=pl_judge, study=cast.study, user=cast.researcher)
     assert JudgeRun.objects.filter(judge=pl_judge).count() == 0
 
 

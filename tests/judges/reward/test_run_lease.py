@@ -321,11 +321,12 @@ def test_four_reconcilers_at_once_send_a_lost_message_once(
 
 
 def test_a_started_or_resumed_run_counts_its_grace_from_that_send(cast: Cast) -> None:
-    from judges.reward.scoring import pl_run_resume, pl_run_start
+    from judges.reward.scoring import pl_run_resume
+    from judges.services.runs import judge_run_create
 
     make_marked_pairs(cast.study, 1)
     judge = Judge.objects.create(name="pl-sent", kind=Judge.Kind.PL, params={"artifact": "x"})
-    run = pl_run_start(judge=judge, study=cast.study, user=cast.researcher)
+    run = judge_run_create(judge=judge, study=cast.study, user=cast.researcher)
     assert run.score_queued_at is not None
     old = timezone.now() - timedelta(hours=2)
     JudgeRun.objects.filter(pk=run.pk).update(

@@ -24,7 +24,12 @@ from judges.reward.services import (
     pl_training_execute,
     pl_training_start,
 )
-from judges.services.runs import judge_run_cancel, judge_run_resume, judge_run_start
+from judges.services.runs import (
+    judge_run_cancel,
+    judge_run_create,
+    judge_run_resume,
+    judge_run_start,
+)
 from tests.conftest import Cast
 from tests.judges.reward.conftest import ranked_study
 
@@ -194,7 +199,7 @@ def test_a_pl_run_scores_each_answer_once_and_derives_one_call_per_pair(
     # A later run of the same model reuses the scores: the model is not even loaded.
     monkeypatch.setattr(artifacts, "artifact_load", _must_not_load)
     subset = Pair.objects.filter(prompt__external_id="q0")
-    again = scoring.pl_run_start(judge=judge, study=cast.study, user=cast.researcher, pairs=subset)
+    again = judge_run_create(judge=judge, study=cast.study, user=cast.researcher, pairs=subset)
     assert pl_run_execute(run_id=again.pk) == "done"
     assert JudgeCall.objects.filter(run=again).count() == 6
     assert AnswerScore.objects.filter(run=again).count() == 4
