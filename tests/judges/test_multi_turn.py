@@ -304,7 +304,7 @@ def test_a_multi_turn_template_must_show_the_conversation(fake: FakeOpenAI) -> N
     with pytest.raises(ValidationError, match="conversation"):
         llm_judge(fake, name="broken", multi_turn_template="Rate turn {turn}.")
     with pytest.raises(ValidationError, match="multi-turn variant"):
-        llm_judge(fake, name="none", template="values", multi_turn=True)
+        llm_judge(fake, name="none", template="likert_no_position", multi_turn=True)
     with pytest.raises(ValidationError, match="turns"):
         llm_judge(fake, name="odd", turns="some")
     assert "{conversation}" in GRADE.multi_turn_text and "{conversation}" in LIKERT.multi_turn_text
@@ -324,8 +324,10 @@ def test_a_researcher_makes_a_judge_of_every_turn_from_the_judge_page(
     page = client.get(response["Location"]).content.decode()
     assert "Every turn of the prompt; later turns show the whole conversation" in page
     # A template without a multi-turn variant keeps its plain template at every turn.
-    client.post(url, create_form(fake, name="values-judge", template="values", multi_turn="on"))
-    assert Judge.objects.get(name="values-judge").multi_turn_template == ""
+    client.post(
+        url, create_form(fake, name="plain-judge", template="likert_no_position", multi_turn="on")
+    )
+    assert Judge.objects.get(name="plain-judge").multi_turn_template == ""
 
 
 def test_a_panel_member_of_every_turn_votes_with_its_calls_at_the_pairs_turn(cast: Cast) -> None:

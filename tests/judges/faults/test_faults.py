@@ -138,7 +138,9 @@ def test_a_redis_shutdown_nosave_and_restart_loses_nothing_and_the_page_says_so(
 
 def test_terminated_database_connections_lose_no_paid_reply(suite, paid_fake, cast):
     rng = random.Random(8)
-    paid_fake.delay = 0.1
+    # Slow enough replies that the run outlasts eight rounds of terminations (about 5 s): with
+    # calls sent in batches (0d5c314) a 0.1 s reply let the run finish after six.
+    paid_fake.delay = 0.4
     started = time.monotonic()
     run, _ = start(cast, paid_fake)
     rounds = terminated = 0
