@@ -27,7 +27,7 @@ from annotation.models import (
     Worker,
 )
 from annotation.services.pairs import pairs_generate
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, template_hash
+from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, ReferenceCall, template_hash
 from tests.conftest import PASSWORD, Cast
 from tests.factories import make_assignment, make_pair, make_prompt_with_answers
 
@@ -82,6 +82,9 @@ def rows(cast: Cast) -> Pair:
         run=run, pair=pair, order=JudgeCall.Order.B_FIRST, status=JudgeCall.Status.FAILED
     )
     AnswerScore.objects.create(run=run, answer=pair.answer_a, score=0.5)
+    ReferenceCall.objects.create(
+        study=cast.study, prompt=pair.prompt, judge=judge, idempotency_key="admin-ref"
+    )
     return pair
 
 
