@@ -878,13 +878,7 @@ def _run_calls_execute(calls: list[JudgeCall]) -> dict[int, CallOutcome]:  # noq
         return outcomes
 
     token = uuid.uuid4().hex
-    # Every write after the claim must land before the lease runs out and the reconciler hands
-    # the calls to another worker; each request's own deadline is shorter still.
-    until = (
-        time.monotonic()
-        + settings.CONCORD_JUDGE_LEASE_SECONDS
-        - settings.CONCORD_JUDGE_TIMEOUT_SECONDS / 4
-    )
+    until = write_deadline()
     won = _claim_many(slotted, requests, token, until)
     claimed = [call for call in slotted if call.pk in won]
     for call in slotted:
@@ -939,6 +933,17 @@ def _run_calls_execute(calls: list[JudgeCall]) -> dict[int, CallOutcome]:  # noq
     reply_journal_forget_many(idempotency_keys=[keys[pk] for pk in recorded])
     db_retry(lambda: run_finish_if_complete(run_id=run.pk), until=until)
     return outcomes
+
+
+def write_deadline() -> float:
+    """The monotonic time by which every write after a claim must have landed: before the lease
+    runs out and the reconciler hands the row to another worker (each request's own deadline is
+    shorter still). Judge calls and reference calls hold the same lease."""
+    return (
+        time.monotonic()
+        + settings.CONCORD_JUDGE_LEASE_SECONDS
+        - settings.CONCORD_JUDGE_TIMEOUT_SECONDS / 4
+    )
 
 
 def _cost(judge: Judge, reply: ChatReply) -> Decimal:

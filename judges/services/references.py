@@ -22,7 +22,6 @@ and its cost stays on the row beside the retry's. The requests wait for the judg
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from core.errors import ApplicationError
 from judges.llm.client import JudgeCallError, UnsafeBaseURL, chat_client, chat_complete
 from judges.models import Judge, ReferenceCall
 from judges.ratelimit import RateLimitTimeout, rate_slot_acquire
-from judges.services.calls import cost_compute, db_retry
+from judges.services.calls import cost_compute, db_retry, write_deadline
 from judges.services.judges import judge_readiness
 from judges.services.keys import judge_api_key
 
@@ -255,7 +254,7 @@ def _reference_ask(  # noqa: C901 - the row's steps in order (module docstring)
     mine = ReferenceCall.objects.filter(
         pk=row.pk, status=ReferenceCall.Status.RUNNING, lease_token=token
     )
-    until = _deadline()
+    until = write_deadline()
     try:
         reply = chat_complete(
             base_url=judge.base_url,
@@ -343,15 +342,6 @@ def _reference_ask(  # noqa: C901 - the row's steps in order (module docstring)
         return f"attempt {row.attempts}: the reply came after the row's lease ran out"
     (result.written if stored else result.kept).append(prompt.external_id)
     return ""
-
-
-def _deadline() -> float:
-    """When the reply's write must have landed: before the row's lease runs out."""
-    return (
-        time.monotonic()
-        + settings.CONCORD_JUDGE_LEASE_SECONDS
-        - settings.CONCORD_JUDGE_TIMEOUT_SECONDS / 4
-    )
 
 
 def _claim(row: ReferenceCall, request: dict[str, Any], token: str) -> bool:
