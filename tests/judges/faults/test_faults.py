@@ -393,10 +393,14 @@ def test_calls_taken_back_from_a_killed_worker_are_sent_again_ahead_of_the_backl
     wait_for(lambda: requests_started(paid_fake) >= 24, 120, suite.logs)
     ready = [worker for worker in suite.alive() if worker.ready()]
     assert len(ready) >= 2
-    # Kill only while every thread of both workers holds a call, so the killed one holds some
-    # (a kill between two calls of a thread-starved worker took back nothing: CI, once).
+    # Kill only while every thread of both workers holds a full batch, so the killed one holds
+    # some (a kill between two calls of a thread-starved worker took back nothing: CI, once;
+    # with calls in batches, one worker's threads alone can hold as many calls as there are
+    # threads in all, and a kill of the other took back nothing: a clean-clone run, once).
     wait_for(
-        lambda: JudgeCall.objects.filter(run=run, status="running").count() >= suite.threads(),
+        lambda: (
+            JudgeCall.objects.filter(run=run, status="running").count() >= suite.threads() * BATCH
+        ),
         60,
         suite.logs,
         every=0.05,
