@@ -311,8 +311,8 @@ def timed_report(
     )
     timings["hash rows"] = _timed(lambda: votes_data_hash(votes=votes))
     _row("hash rows", timings["hash rows"], None)
-    extras = reports.report_extras_get(study=study, votes=votes)
-    data = reports.report_data(votes=votes, extras=extras, params=params)
+    _, reads = reports.votes_and_reads_get(study=study, filters=filters)
+    data = reports.report_data(votes=votes, reads=reads, params=params)
     for label, step in _steps(data):
         timings[label] = _timed(step)
         slow = None

@@ -408,11 +408,11 @@ class ReferenceCall(models.Model):
 
     Not a JudgeCall: those judge a pair or an answer (call_pair_or_answer_v2) within a run. The
     report counts these costs in the cost of every run whose judge reads the references
-    (leaderboard.selectors.extras.report_costs_get). `request` is the request as sent (without
-    the key); `stored` says whether the reply became the prompt's reference (False when another
-    writer, or an import, set one first). Like a judge call, a running row is held by the worker
-    whose `lease_token` it carries until `lease_expires_at`; `unrecorded_requests` counts the
-    requests that may have been paid without their reply being recorded.
+    (leaderboard.selectors.section_reads.report_costs_get). `request` is the request as sent
+    (without the key); `stored` says whether the reply became the prompt's reference (False
+    when another writer, or an import, set one first). Like a judge call, a running row is held
+    by the worker whose `lease_token` it carries until `lease_expires_at`; `unrecorded_requests`
+    counts the requests that may have been paid without their reply being recorded.
     """
 
     class Status(models.TextChoices):

@@ -12,7 +12,7 @@ import numpy as np
 
 from leaderboard.report.base import HUMAN, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold_order import gold_orders
-from leaderboard.selectors.extras import PLSplit
+from leaderboard.selectors.section_reads import GOLD_ANSWERS, LENGTHS, PL_SPLITS, PLSplit
 from rankeval.listwise import TableRow, advisorqa_table
 
 if TYPE_CHECKING:
@@ -114,16 +114,16 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
     are narrowed to those answers first: a study without ranked lists costs next to nothing."""
     import pandas as pd
 
-    extras, votes = data.extras, data.votes
-    by_prompt = _gold_lists(extras.answers)
+    votes, gold, pair_lengths = data.votes, data.read(GOLD_ANSWERS), data.read(LENGTHS).frame
+    by_prompt = _gold_lists(gold.answers)
     in_lists = np.array(sorted({a for ids in by_prompt.values() for a in ids}), dtype=np.int64)
     lengths: dict[int, float] = {}
     for side in ("a", "b"):
-        ids = extras.lengths[f"answer_{side}_id"].to_numpy()
-        values = extras.lengths[f"len_{side}"].to_numpy(dtype=float)
+        ids = pair_lengths[f"answer_{side}_id"].to_numpy()
+        values = pair_lengths[f"len_{side}"].to_numpy(dtype=float)
         keep = np.isin(ids, in_lists) & np.isfinite(values)
         lengths.update(zip(ids[keep].astype(int).tolist(), values[keep].tolist(), strict=True))
-    ends = extras.lengths.set_index("pair_id")[["answer_a_id", "answer_b_id"]]
+    ends = pair_lengths.set_index("pair_id")[["answer_a_id", "answer_b_id"]]
     ends = ends[ends["answer_a_id"].isin(in_lists) & ends["answer_b_id"].isin(in_lists)]
     scores: dict[str, dict[int, float]] = {}
     verdicts: dict[str, list[tuple[int, int, float]]] = {}
@@ -131,7 +131,7 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
     scored: dict[int, str] = {}  # the runs ranking by answer scores: their rows' names
     for name, frame in data.frames.items():
         source = runs.get(name)
-        own = extras.scores[extras.scores["run_id"] == source.run_id] if source else pd.DataFrame()
+        own = gold.scores[gold.scores["run_id"] == source.run_id] if source else pd.DataFrame()
         label = name if source is None or not source.model_name else f"{name} ({source.model_name})"
         if source is not None and not own.empty:
             scored[source.run_id] = label
@@ -148,15 +148,15 @@ def advisorqa_compute(data: ReportData) -> AdvisorQAResult:
             )
             if str(lab) in SHARE_OF_B
         ]
-    held, used, unknown = held_out_prompts(extras.pl_splits, scored)
+    held, used, unknown = held_out_prompts(data.read(PL_SPLITS).splits, scored)
     chosen = by_prompt if held is None else {p: ids for p, ids in by_prompt.items() if p in held}
-    gold = [chosen[p] for p in sorted(chosen)]
+    lists = [chosen[p] for p in sorted(chosen)]
     rows = advisorqa_table(
-        gold, scores=scores, verdicts=verdicts, lengths=lengths, seed=data.params.seed
+        lists, scores=scores, verdicts=verdicts, lengths=lengths, seed=data.params.seed
     )
     return AdvisorQAResult(
         definition=DEFINITION,
-        lists=len(gold),
+        lists=len(lists),
         rows=rows,
         prompts="all" if held is None else "held-out",
         lists_all=len(by_prompt),
@@ -173,6 +173,11 @@ class AdvisorQASection(Section[AdvisorQAResult]):
         "rankers, each PL reward model, every other judge and people, against the gold order."
     )
     result_type = AdvisorQAResult
+    reads = (
+        GOLD_ANSWERS,
+        LENGTHS,
+        PL_SPLITS,
+    )
 
     def compute(self, data: ReportData) -> AdvisorQAResult:
         return advisorqa_compute(data)

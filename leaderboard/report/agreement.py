@@ -25,6 +25,7 @@ from leaderboard.report.base import (
     from_json,
     to_json,
 )
+from leaderboard.selectors.section_reads import PROPENSITIES
 from leaderboard.stats.active import (
     agreement_strata,
     disagreement_share,
@@ -607,7 +608,7 @@ def agreement_compute(data: ReportData) -> AgreementResult:
         rates = _weighted(
             mine,
             human,
-            data.extras.propensities,
+            data.read(PROPENSITIES).frame,
             prompt_of,
             regular_pairs,
             gold_pairs,
@@ -705,6 +706,7 @@ class AgreementSection(Section[AgreementResult]):
         "without ties, and the same corrected for chance."
     )
     result_type = AgreementResult
+    reads = (PROPENSITIES,)
     json_keys = ("counts", "human_vs_human", "judges", "judge_vs_judge")
 
     def compute(self, data: ReportData) -> AgreementResult:

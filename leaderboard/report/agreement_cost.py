@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
+from leaderboard.selectors.section_reads import COST
 from leaderboard.stats.bootstrap import ClusterProportion, cluster_proportion
 from leaderboard.stats.cost import held_out_hits, pareto_front
 
@@ -65,7 +66,7 @@ def agreement_cost_compute(data: ReportData) -> AgreementCostResult:
 
     rows: list[tuple[str, str, ClusterProportion, float | None, str]] = []
     human = held_out_hits(data.votes.human)
-    pay = data.extras.pay
+    pay = data.read(COST).pay
     crowd_cost = (
         pay.cents / 100 / pay.judgments * 1000 if pay is not None and pay.judgments else None
     )
@@ -79,7 +80,7 @@ def agreement_cost_compute(data: ReportData) -> AgreementCostResult:
         )
     )
     majority = data.majority
-    costs = data.extras.costs.set_index("run_id")
+    costs = data.read(COST).costs.set_index("run_id")
     for source in data.votes.sources:
         frame = data.frames[source.name]
         frame = frame[frame["pair_id"].isin(majority.index)]
@@ -184,6 +185,7 @@ class AgreementCostSection(Section[AgreementCostResult]):
         "verdicts cost, agreement per dollar, and which sources no other beats on both."
     )
     result_type = AgreementCostResult
+    reads = (COST,)
 
     def compute(self, data: ReportData) -> AgreementCostResult:
         return agreement_cost_compute(data)

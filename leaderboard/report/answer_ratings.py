@@ -14,6 +14,7 @@ from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.agreement import ReliabilityCI
 from leaderboard.report.base import Plot, RenderContext, ReportData, Section, Table
 from leaderboard.selectors.ratings import RATING_LEVELS, RATINGS
+from leaderboard.selectors.section_reads import ANSWER_RATINGS
 from leaderboard.stats.agreement import krippendorff_alpha_interval
 from leaderboard.stats.answer_ratings import LevelShares, level_shares, preferred_rated_higher
 
@@ -133,7 +134,7 @@ def answer_ratings_compute(data: ReportData) -> AnswerRatingsResult:
     params = data.params
     by_prompt = params.resample == "prompt"
     pairs = data.votes.pairs.set_index("pair_id")
-    frame = data.extras.ratings
+    frame = data.read(ANSWER_RATINGS).frame
     frame = frame[frame["pair_id"].isin(pairs.index)].reset_index(drop=True)
     asked = [r for r in RATINGS if frame[f"{r}_a"].notna().any() or frame[f"{r}_b"].notna().any()]
     resampled = "prompt" if by_prompt else "rating"
@@ -235,6 +236,7 @@ class AnswerRatingsSection(Section[AnswerRatingsResult]):
         "each answer: shares per system, agreement among raters, and the link to the preference."
     )
     result_type = AnswerRatingsResult
+    reads = (ANSWER_RATINGS,)
 
     def compute(self, data: ReportData) -> AnswerRatingsResult:
         return answer_ratings_compute(data)

@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from leaderboard.report.cells import IntervalCell
-from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
+from leaderboard.selectors.reads import Read, ReadValue
 from leaderboard.stats.bootstrap import ClusterProportion, cluster_share
 from leaderboard.stats.correlation import Correlation, correlation, correlation_over_clusters
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 HUMAN = "human"
 R = TypeVar("R")
+V = TypeVar("V", bound=ReadValue)
 
 
 Resample = Literal["prompt", "vote"]
@@ -82,15 +83,31 @@ def rounds_within(requested: int, work_per_round: int, budget: int) -> int:
 class ReportData:
     """The inputs of every section's compute function, read once (no database access after).
 
-    frames: each source's votes (``human`` first, then each judge source by name), majority: each
-    pair's people's majority label (:func:`leaderboard.stats.majority.people_majority`).
+    reads: the values of the sections' declared reads, by read key (:meth:`read`); frames: each
+    source's votes (``human`` first, then each judge source by name), majority: each pair's
+    people's majority label (:func:`leaderboard.stats.majority.people_majority`).
     """
 
     votes: StudyVotes
-    extras: ReportExtras
+    reads: Mapping[str, Any]
     params: ReportParams
     frames: Mapping[str, pd.DataFrame]
     majority: pd.Series
+
+    def read(self, read: Read[V]) -> V:
+        """The value of one of the section's declared reads (``Section.reads``); a read the
+        section did not declare is refused, so that a section's declaration is all it reads."""
+        try:
+            return typing.cast(V, self.reads[read.key])
+        except KeyError:
+            raise LookupError(
+                f"the read {read.key!r} was not declared by this section (Section.reads)"
+            ) from None
+
+    def for_section(self, section: Section[Any]) -> ReportData:
+        """These inputs with only the reads `section` declares."""
+        keys = {read.key for read in section.reads}
+        return dataclasses.replace(self, reads={k: v for k, v in self.reads.items() if k in keys})
 
     @property
     def judge_names(self) -> list[str]:
@@ -219,6 +236,9 @@ class Section(Generic[R]):
     # A section whose compute mostly runs compiled code without Python's lock (the Elo kernel)
     # is computed in a thread of its own beside the others.
     releases_gil: ClassVar[bool] = False
+    # What the section reads besides the votes (leaderboard.selectors.section_reads): each read
+    # runs once for all the sections that declare it, and compute sees only these.
+    reads: ClassVar[tuple[Read[Any], ...]] = ()
 
     def compute(self, data: ReportData) -> R:
         raise NotImplementedError

@@ -1,8 +1,8 @@
 """Consistency: does a source recognise which answer belongs to which instruction (Contrast
 Instructions, Shen et al. 2023), and are its verdicts stable under swapping and chaining?
 
-`consistency_compute` works on the report's frames and the contrast inputs
-(`leaderboard.selectors.contrast`, read with the extras), through `leaderboard.stats.consistency`:
+`consistency_compute` works on the report's frames and the contrast inputs (its declared read
+`CONSISTENCY`, from `leaderboard.selectors.contrast`), through `leaderboard.stats.consistency`:
 
 - C_res for people (each item's majority of its raters) and for every pairwise judge (its
   verdict per item, orders combined) on the contrast items, with each vote and each call as
@@ -36,6 +36,7 @@ from leaderboard.selectors.contrast import (
     ContrastItemText,
     ScoreJudgeConsistency,
 )
+from leaderboard.selectors.section_reads import CONSISTENCY, LENGTHS
 from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
@@ -723,10 +724,14 @@ class ConsistencySection(Section[ConsistencyResult]):
         "invariance; share of intransitive triples."
     )
     result_type = ConsistencyResult
+    reads = (
+        CONSISTENCY,
+        LENGTHS,
+    )
 
     def compute(self, data: ReportData) -> ConsistencyResult:
-        inputs = data.extras.consistency
-        lengths = data.extras.lengths
+        inputs = data.read(CONSISTENCY)
+        lengths = data.read(LENGTHS).frame
         answers = lengths[["pair_id", "answer_a_id", "answer_b_id"]].rename(
             columns={"answer_a_id": "answer_a", "answer_b_id": "answer_b"}
         )

@@ -105,13 +105,14 @@ def report_sources(data: ReportData) -> list[str]:
 
 
 def sections_compute(data: ReportData) -> dict[str, Any]:
-    """Every registered section's result, by key. Sections that release Python's lock (the Elo
-    kernel) run in a thread of their own beside the others."""
+    """Every registered section's result, by key, each computed from the reads it declares
+    (:meth:`ReportData.for_section`). Sections that release Python's lock (the Elo kernel) run
+    in a thread of their own beside the others."""
     threaded = [s for s in SECTIONS if s.releases_gil]
     here = [s for s in SECTIONS if not s.releases_gil]
 
     def compute_all(sections: list[Section[Any]]) -> dict[str, Any]:
-        return {s.key: s.compute(data) for s in sections}
+        return {s.key: s.compute(data.for_section(s)) for s in sections}
 
     mine, theirs = run_parallel(
         lambda: compute_all(here), lambda: compute_all(threaded), uses_database=False

@@ -12,6 +12,7 @@ from core.conventions import GOLD_KINDS
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
 from leaderboard.report.gold import ACCURACY_COLUMNS, Accuracy, accuracy_cells, accuracy_of
+from leaderboard.selectors.section_reads import GOLD_ANSWERS, LENGTHS
 from rankeval.ndcg import ndcg_at_k
 
 if TYPE_CHECKING:
@@ -178,9 +179,9 @@ def gold_order_compute(data: ReportData) -> GoldOrderResult:
     a prompt's answers against the gold order (AdvisorQA, Kim et al. 2024, Table 3)."""
     import pandas as pd
 
-    votes, extras = data.votes, data.extras
-    orders = gold_orders(extras.answers)
-    kinds = gold_pair_kinds(pairs=votes.pairs, lengths=extras.lengths, orders=orders)
+    votes, gold, lengths = data.votes, data.read(GOLD_ANSWERS), data.read(LENGTHS).frame
+    orders = gold_orders(gold.answers)
+    kinds = gold_pair_kinds(pairs=votes.pairs, lengths=lengths, orders=orders)
     frames, majority = data.frames, data.majority
     accuracy: dict[str, dict[str, AccuracyCell]] = {}
     for name, frame in frames.items():
@@ -208,11 +209,11 @@ def gold_order_compute(data: ReportData) -> GoldOrderResult:
             accuracy[name][kind] = AccuracyCell(on_votes, on_majority)
     prompt_of = votes.pairs.set_index("pair_id")["prompt_id"]
     prompt_of = prompt_of[prompt_of.isin(list(orders))]
-    answer_prompt = extras.answers.set_index("answer_id")["prompt_id"]
+    answer_prompt = gold.answers.set_index("answer_id")["prompt_id"]
     ndcg: dict[str, NdcgSource] = {}
     run_of = {s.name: s.run_id for s in votes.sources}
     for name, frame in frames.items():
-        own = extras.scores[extras.scores["run_id"] == run_of.get(name, -1)]
+        own = gold.scores[gold.scores["run_id"] == run_of.get(name, -1)]
         if not own.empty:
             scores = pd.Series(
                 own["score"].to_numpy(dtype=np.float64),
@@ -223,7 +224,7 @@ def gold_order_compute(data: ReportData) -> GoldOrderResult:
             )
             ndcg[name] = _ndcg_source(scores, orders, "answer scores")
         else:
-            shares = _win_shares(frame, extras.lengths, prompt_of)
+            shares = _win_shares(frame, lengths, prompt_of)
             ndcg[name] = _ndcg_source(shares, orders, "pairwise wins")
     return GoldOrderResult(
         definition=DEFINITION,
@@ -243,6 +244,10 @@ class GoldOrderSection(Section[GoldOrderResult]):
         "and NDCG of each source's ranking of the answers."
     )
     result_type = GoldOrderResult
+    reads = (
+        GOLD_ANSWERS,
+        LENGTHS,
+    )
 
     def compute(self, data: ReportData) -> GoldOrderResult:
         return gold_order_compute(data)

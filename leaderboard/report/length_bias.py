@@ -18,6 +18,7 @@ from leaderboard.report.base import (
     prompt_clusters,
     share_over_prompts,
 )
+from leaderboard.selectors.section_reads import LENGTHS
 from leaderboard.stats.bias import prefers_longer
 from leaderboard.stats.bootstrap import ClusterProportion
 from leaderboard.stats.correlation import Correlation
@@ -88,7 +89,7 @@ def _source(data: ReportData, frame: pd.DataFrame, lengths: pd.DataFrame) -> Sou
 
 def length_bias_compute(data: ReportData) -> LengthBiasResult:
     """Per source: share preferring the longer answer and correlation with the length gap."""
-    lengths = data.extras.lengths
+    lengths = data.read(LENGTHS).frame
     with_text = lengths[(lengths["len_a"] > 0) & (lengths["len_b"] > 0)]
     has_texts = not with_text.empty
     return LengthBiasResult(
@@ -108,6 +109,7 @@ class LengthBiasSection(Section[LengthBiasResult]):
     title = "Length bias"
     definition = "Whether a source's decisive votes favour the longer of the two answers."
     result_type = LengthBiasResult
+    reads = (LENGTHS,)
 
     def compute(self, data: ReportData) -> LengthBiasResult:
         return length_bias_compute(data)

@@ -25,6 +25,7 @@ from leaderboard.report.base import (
     share_over_prompts,
     to_json,
 )
+from leaderboard.selectors.section_reads import INCONSISTENCY
 from leaderboard.stats.bias import flips as flips_of
 from leaderboard.stats.bias import position_bias
 from leaderboard.stats.bootstrap import ClusterProportion
@@ -176,10 +177,11 @@ class PositionBiasSection(Section[PositionBiasResult]):
         "how often a judge changes its verdict when the order is swapped."
     )
     result_type = PositionBiasResult
+    reads = (INCONSISTENCY,)
 
     def compute(self, data: ReportData) -> PositionBiasResult:
         confidence = data.params.confidence
-        marked = data.extras.inconsistent.set_index("run_id")
+        marked = data.read(INCONSISTENCY).frame.set_index("run_id")
         judges = {}
 
         def share(

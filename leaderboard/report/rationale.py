@@ -21,6 +21,7 @@ from leaderboard.report.base import (
     Table,
     share_over_prompts,
 )
+from leaderboard.selectors.section_reads import ORIGIN, VALUES
 from leaderboard.stats.rationale import rationale_distribution
 
 if TYPE_CHECKING:
@@ -150,9 +151,9 @@ def distribution(data: ReportData, rows: pd.DataFrame) -> Distribution:
 
 
 def followup_split(data: ReportData, values: pd.DataFrame) -> FollowupSplit | None:
-    """The follow-up's values by group (`ReportExtras.followup`), over the report's pairs; a
+    """The follow-up's values by group (its declared read `ORIGIN`), over the report's pairs; a
     group the follow-up has no pair of is left out (a follow-up of one run's wins has one)."""
-    origin = data.extras.followup
+    origin = data.read(ORIGIN).followup
     if origin is None:
         return None
     pairs = origin.pairs[origin.pairs["pair_id"].isin(data.votes.pairs["pair_id"])]
@@ -175,7 +176,7 @@ def followup_split(data: ReportData, values: pd.DataFrame) -> FollowupSplit | No
 
 def rationale_compute(data: ReportData) -> RationaleResult:
     votes = data.votes
-    values = data.extras.values
+    values = data.read(VALUES).frame
     category_of = votes.pairs.set_index("pair_id")["category"]
     values = values[values["pair_id"].isin(category_of.index)]
     by_category = []
@@ -238,6 +239,10 @@ class RationaleSection(Section[RationaleResult]):
     title = "Values cited for the better answer"
     definition = "Which of the seven values people name as the reason the better answer wins."
     result_type = RationaleResult
+    reads = (
+        ORIGIN,
+        VALUES,
+    )
 
     def compute(self, data: ReportData) -> RationaleResult:
         return rationale_compute(data)

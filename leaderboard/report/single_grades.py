@@ -15,6 +15,7 @@ from leaderboard.report.base import (
     Table,
     rounds_within,
 )
+from leaderboard.selectors.section_reads import GRADES
 from leaderboard.stats.grades import MeanGrade, mean_grade
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class SingleGradesResult:
 
 def single_grades_compute(data: ReportData) -> SingleGradesResult:
     """Each grading source's mean grade per system and category (and overall)."""
-    grades = data.extras.grades
+    grades = data.read(GRADES).frame
     params = data.params
     by_prompt = params.resample == "prompt"
     out: dict[str, list[GradeRow]] = {}
@@ -87,6 +88,7 @@ class SingleGradesSection(Section[SingleGradesResult]):
         "with intervals over prompts."
     )
     result_type = SingleGradesResult
+    reads = (GRADES,)
 
     def compute(self, data: ReportData) -> SingleGradesResult:
         return single_grades_compute(data)

@@ -22,6 +22,7 @@ from leaderboard.report.base import (
     Table,
     rounds_within,
 )
+from leaderboard.selectors.section_reads import LENGTHS, STYLES
 from leaderboard.stats.style_control import (
     ELO_SCALE,
     STYLE_FEATURES,
@@ -263,7 +264,7 @@ def style_control_compute(data: ReportData) -> StyleControlResult:
         _codes(pairs["system_b"], models),
         pd.factorize(pairs["prompt_id"].to_numpy())[0].astype(np.int64),
     )
-    lengths = data.extras.lengths
+    lengths = data.read(LENGTHS).frame
     has_texts = bool(((lengths["len_a"] > 0) & (lengths["len_b"] > 0)).any())
     baseline, chosen, status = baseline_pick(pairs, data.params.baseline)
     if not has_texts:
@@ -275,7 +276,7 @@ def style_control_compute(data: ReportData) -> StyleControlResult:
         column = np.zeros(len(pair_ids))
         column[at] = np.nan_to_num(lengths[f"len_{side}"].to_numpy(dtype=np.float64))
         side_lengths.append(column)
-    styles = data.extras.styles
+    styles = data.read(STYLES).frame
     at = positions_of(pair_ids, styles["pair_id"].to_numpy(dtype=np.int64), "pair")
     side_counts = []
     for side in ("a", "b"):
@@ -330,6 +331,10 @@ class StyleControlSection(Section[StyleControlResult]):
         "sways the source."
     )
     result_type = StyleControlResult
+    reads = (
+        LENGTHS,
+        STYLES,
+    )
     # Mostly numpy's sorts and BLAS, which release Python's lock: computed beside the
     # leaderboards' Elo kernel rather than after the other sections.
     releases_gil = True

@@ -28,6 +28,7 @@ from annotation.models import (
 )
 from annotation.services.pairs import first_ranked_answer
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from leaderboard.selectors.reads import Hasher
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
     FusionRetrieval,
@@ -402,6 +403,11 @@ class ConsistencyInputs:
         c = self.contrast
         votes = (c.human.to_json(orient="values"), c.calls.to_json(orient="values"))
         return repr((c.seed, c.low, c.high, c.best, c.system, c.pairs, items, votes, scores))
+
+    def hash_update(self, digest: Hasher) -> None:
+        """Feed the report's data hash :meth:`digest` (a read of the report,
+        leaderboard.selectors.section_reads.CONSISTENCY)."""
+        digest.update(self.digest().encode())
 
 
 def no_consistency_inputs() -> ConsistencyInputs:

@@ -16,7 +16,6 @@ from annotation.models import RowDeletions as AnnotationRowDeletions
 from judges.models import AnswerScore, JudgeCall, JudgeRun, ReferenceCall
 from judges.models import RowDeletions as JudgesRowDeletions
 from leaderboard.models import ReportSnapshot
-from leaderboard.selectors.extras import ReportExtras
 from leaderboard.selectors.frames import StudyVotes
 
 if TYPE_CHECKING:
@@ -68,38 +67,6 @@ def frame_hash_update(digest: Any, name: str, frame: pd.DataFrame) -> None:
             data = json.dumps(values.tolist(), default=str, ensure_ascii=False).encode()
         digest.update(f"{{{column}:{encoding}}}".encode())
         digest.update(data)
-
-
-def extras_data_hash(*, extras: ReportExtras) -> str:
-    """SHA-256 of the extra rows, in a fixed order (:func:`frame_hash_update`)."""
-    digest = hashlib.sha256()
-    for name in ("lengths", "values", "answers", "scores", "inconsistent"):
-        frame_hash_update(digest, name, getattr(extras, name))
-    digest.update(extras.consistency.digest().encode())
-    if extras.followup is not None:
-        frame_hash_update(digest, "followup", extras.followup.pairs)
-        digest.update(extras.followup.digest().encode())
-    for split in extras.pl_splits:
-        digest.update(split.digest().encode())
-    # Only when there are ratings, so that a study without them keeps the hash it had.
-    if len(extras.ratings):
-        frame_hash_update(digest, "ratings", extras.ratings)
-    # Likewise the style counts, present whenever the answers have text.
-    if len(extras.styles):
-        frame_hash_update(digest, "styles", extras.styles)
-    # And a grading judge's grades (judges.services.grading), when there are any.
-    if len(extras.grades):
-        frame_hash_update(digest, "grades", extras.grades)
-    # And an active study's recorded propensities, when there are any.
-    if len(extras.propensities):
-        frame_hash_update(digest, "propensities", extras.propensities)
-    # And what the selection cost, when anything was paid.
-    paid = extras.pay is not None and extras.pay.cents > 0
-    if paid or (len(extras.costs) and bool((extras.costs["cost_usd"] > 0).any())):
-        frame_hash_update(digest, "costs", extras.costs)
-        if extras.pay is not None:
-            digest.update(extras.pay.digest().encode())
-    return digest.hexdigest()
 
 
 # Larger than any id: the upper end of a (parent, id) range in a row comparison.

@@ -47,14 +47,8 @@ from leaderboard.report.document import (
     report_to_payload,
     sections_compute,
 )
+from leaderboard.report.registry import reads_declared
 from leaderboard.selectors.drilldown import UNIT_COLUMNS, unit_table_get
-from leaderboard.selectors.extras import (
-    ReportExtras,
-    report_extra_rows_get,
-    report_extras_get,
-    report_lengths_get,
-    report_styles_get,
-)
 from leaderboard.selectors.frames import (
     StudyVotes,
     VoteFilters,
@@ -62,9 +56,10 @@ from leaderboard.selectors.frames import (
     study_raters_resolve,
     study_votes_get,
 )
+from leaderboard.selectors.reads import ReadContext
+from leaderboard.selectors.section_reads import reads_data_hash, reads_get
 from leaderboard.selectors.settings import report_params_for
 from leaderboard.selectors.snapshots import (
-    extras_data_hash,
     report_snapshot_get,
     study_data_fingerprint,
     votes_data_hash,
@@ -104,14 +99,15 @@ def _library_versions() -> dict[str, str]:
     return versions
 
 
-def report_data(*, votes: StudyVotes, extras: ReportExtras, params: ReportParams) -> ReportData:
-    """The sections' inputs: the frames by source and the people's majority, computed once."""
+def report_data(*, votes: StudyVotes, reads: Mapping[str, Any], params: ReportParams) -> ReportData:
+    """The sections' inputs: the reads' values, the frames by source and the people's majority,
+    computed once."""
     frames = {"human": votes.human}
     for source in votes.sources:
         frames[source.name] = rows_of_run(votes.judges, source.run_id)
     return ReportData(
         votes=votes,
-        extras=extras,
+        reads=reads,
         params=params,
         frames=frames,
         majority=people_majority(votes.human),
@@ -134,31 +130,30 @@ def agreement_report_build(
     """Gather the study's votes and compute its agreement report, with metadata."""
     filters = filters or VoteFilters()
     params = params or ReportParams()
-    votes, extras = _votes_and_extras_get(study=study, filters=filters)
-    return _payload(study=study, votes=votes, filters=filters, params=params, extras=extras)
+    votes, reads = votes_and_reads_get(study=study, filters=filters)
+    return _payload(study=study, votes=votes, filters=filters, params=params, reads=reads)
 
 
-def _votes_and_extras_get(*, study: Study, filters: VoteFilters) -> tuple[StudyVotes, ReportExtras]:
-    """The votes and the extra rows; the answer lengths and the other extra rows (which need
-    only the filters, the rater set and the runs) are read beside the votes, by PostgreSQL in
-    processes of their own."""
-    raters = study_raters_resolve(study=study, raters=filters.raters)
-    run_ids = [s.run_id for s in study_judge_sources(study=study, filters=filters)]
-    votes, lengths, rows, styles = run_parallel(
-        lambda: study_votes_get(study=study, filters=filters),
-        lambda: report_lengths_get(study=study, filters=filters),
-        lambda: report_extra_rows_get(study=study, filters=filters, raters=raters, run_ids=run_ids),
-        lambda: report_styles_get(study=study, filters=filters),
-        uses_database=True,
+def votes_and_reads_get(*, study: Study, filters: VoteFilters) -> tuple[StudyVotes, dict[str, Any]]:
+    """The votes and every read the registered sections declare (by read key); the reads need
+    only the filters, the rater set and the runs, so they are read beside the votes, by
+    PostgreSQL in processes of their own (:func:`reads_get`)."""
+    ctx = ReadContext(
+        study=study,
+        filters=filters,
+        raters=study_raters_resolve(study=study, raters=filters.raters),
+        run_ids=tuple(s.run_id for s in study_judge_sources(study=study, filters=filters)),
     )
-    return votes, report_extras_get(
-        study=study, votes=votes, lengths=lengths, rows=rows, styles=styles
+    return reads_get(
+        reads=reads_declared(),
+        ctx=ctx,
+        votes=lambda: study_votes_get(study=study, filters=filters),
     )
 
 
-def report_data_hash(*, votes: StudyVotes, extras: ReportExtras) -> str:
-    """SHA-256 over the votes' hash and the extra rows' hash (answer lengths, values, ranks)."""
-    both = votes_data_hash(votes=votes) + extras_data_hash(extras=extras)
+def report_data_hash(*, votes: StudyVotes, reads: Mapping[str, Any]) -> str:
+    """SHA-256 over the votes' hash and the reads' hash (:func:`reads_data_hash`)."""
+    both = votes_data_hash(votes=votes) + reads_data_hash(reads)
     return hashlib.sha256(both.encode()).hexdigest()
 
 
@@ -168,14 +163,13 @@ def report_compute(
     votes: StudyVotes,
     filters: VoteFilters,
     params: ReportParams,
-    extras: ReportExtras | None = None,
+    reads: Mapping[str, Any],
 ) -> Report:
-    """The typed report of gathered votes (the extra rows are read here when not given)."""
-    read = extras or report_extras_get(study=study, votes=votes)
-    data = report_data(votes=votes, extras=read, params=params)
+    """The typed report of gathered votes and reads (:func:`votes_and_reads_get`)."""
+    data = report_data(votes=votes, reads=reads, params=params)
     # The data hash is computed beside the sections (hashlib releases Python's lock).
     data_hash, results = run_parallel(
-        lambda: report_data_hash(votes=votes, extras=read),
+        lambda: report_data_hash(votes=votes, reads=reads),
         lambda: sections_compute(data),
         uses_database=False,
     )
@@ -202,9 +196,9 @@ def _payload(
     votes: StudyVotes,
     filters: VoteFilters,
     params: ReportParams,
-    extras: ReportExtras | None = None,
+    reads: Mapping[str, Any],
 ) -> dict[str, Any]:
-    report = report_compute(study=study, votes=votes, filters=filters, params=params, extras=extras)
+    report = report_compute(study=study, votes=votes, filters=filters, params=params, reads=reads)
     return report_to_payload(report)
 
 
@@ -397,8 +391,8 @@ def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> Report
     filters, params = _filters_and_params(snapshot.params)
     requests = snapshot.recompute_requests
     fingerprint = study_data_fingerprint(study=study)
-    votes, extras = _votes_and_extras_get(study=study, filters=filters)
-    report = report_compute(study=study, votes=votes, filters=filters, params=params, extras=extras)
+    votes, reads = votes_and_reads_get(study=study, filters=filters)
+    report = report_compute(study=study, votes=votes, filters=filters, params=params, reads=reads)
     units = unit_table_get(votes=votes)
     done = ReportSnapshot.objects.filter(pk=snapshot.pk)
     if claim is not None:

@@ -253,8 +253,8 @@ def test_a_grading_judges_cost_in_the_report_is_its_grade_calls_on_the_pairs_ans
     cast, fake, api_key
 ):
     from annotation.models import HumanJudgment
-    from leaderboard.selectors.extras import report_costs_get
     from leaderboard.selectors.frames import VoteFilters
+    from leaderboard.selectors.section_reads import report_costs_get
 
     _, _, pairs = three_systems_on_one_prompt(cast.study)
     fake.default_reply = "grade_five"

@@ -31,8 +31,8 @@ from judges.models import Judge, JudgeCall, JudgeRun, Turns, template_hash
 from judges.services.calls import judge_call_execute
 from judges.services.panels import panel_create
 from judges.services.runs import judge_run_start
-from leaderboard.selectors.extras import report_grades_get
 from leaderboard.selectors.frames import VoteFilters, study_votes_get
+from leaderboard.selectors.section_reads import report_grades_get
 from leaderboard.services.exports import study_export
 from tests.conftest import Cast
 from tests.judges.conftest import make_llm_judge, panel_run

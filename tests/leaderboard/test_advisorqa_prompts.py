@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from leaderboard.report.advisorqa import held_out_prompts
-from leaderboard.selectors.extras import PLSplit
+from leaderboard.selectors.section_reads import PLSplit
 
 
 def _split(run_id: int, held: tuple[int, ...] | None, *, here: bool = True) -> PLSplit:

@@ -286,7 +286,7 @@ def test_a_click_during_a_compute_queues_exactly_one_follow_up_that_is_not_lost(
     assert queue_length(Queue.ANALYSIS) == 1
     broker_purge(settings.CELERY_BROKER_URL, "analysis")  # the worker takes the message
 
-    read = reports._votes_and_extras_get
+    read = reports.votes_and_reads_get
     clicks: list[int] = []
 
     said: list[str] = []
@@ -300,7 +300,7 @@ def test_a_click_during_a_compute_queues_exactly_one_follow_up_that_is_not_lost(
                 said.append(str(list(get_messages(response.wsgi_request))[-1]))
         return rows
 
-    monkeypatch.setattr(reports, "_votes_and_extras_get", read_while_the_researcher_clicks)
+    monkeypatch.setattr(reports, "votes_and_reads_get", read_while_the_researcher_clicks)
     with django_capture_on_commit_callbacks(execute=True):
         assert report_snapshot_compute(snapshot_id=snapshot.pk) == "computed"
     assert clicks == [302, 302, 302]

@@ -24,8 +24,9 @@ from leaderboard.report.base import RenderContext
 from leaderboard.report.registry import section_get
 from leaderboard.selectors.followup import Disagreement, judge_disagreements_get
 from leaderboard.selectors.frames import VoteFilters
+from leaderboard.selectors.section_reads import ORIGIN
 from leaderboard.services.followup import followup_study_create
-from leaderboard.services.reports import ReportParams, _votes_and_extras_get, report_data
+from leaderboard.services.reports import ReportParams, report_data, votes_and_reads_get
 from tests.annotation.work_helpers import enter_and_consent, make_pairs, make_worker
 from tests.conftest import Cast
 from tests.factories import make_assignment
@@ -538,12 +539,10 @@ def test_the_report_of_a_follow_up_splits_the_values_by_which_run_voted_the_bett
             preference=pair.rationale_winner,
             values=["clarity"] if agreed[pair.pk] == "first" else ["clarity", "ethics"],
         )
-    votes, extras = _votes_and_extras_get(study=followup, filters=VoteFilters())
+    votes, reads = votes_and_reads_get(study=followup, filters=VoteFilters())
     section = section_get("rationale")
     result = section.load(
-        section.dump(
-            section.compute(report_data(votes=votes, extras=extras, params=ReportParams()))
-        )
+        section.dump(section.compute(report_data(votes=votes, reads=reads, params=ReportParams())))
     )
     split = result.followup
     assert split is not None and split.source_study == "main-study"
@@ -573,5 +572,5 @@ def test_the_report_of_a_follow_up_splits_the_values_by_which_run_voted_the_bett
     plots = {plot.name: plot for plot in section.plots(result, context)}
     assert "judge x" in plots["rationale-followup"].svg
     # The source study's own report has no split.
-    votes, extras = _votes_and_extras_get(study=setup.study, filters=VoteFilters())
-    assert extras.followup is None
+    votes, reads = votes_and_reads_get(study=setup.study, filters=VoteFilters())
+    assert reads[ORIGIN.key].followup is None

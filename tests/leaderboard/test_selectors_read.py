@@ -10,9 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from annotation.models import HumanJudgment, Pair, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
-from leaderboard.selectors.extras import imported_inconsistency_get, report_lengths_get
 from leaderboard.selectors.frames import VoteFilters, study_pairs_frame, study_votes_get
 from leaderboard.selectors.packed import frame_read_coded
+from leaderboard.selectors.section_reads import imported_inconsistency_get, report_lengths_get
 from leaderboard.stats.mtbench import calls_sort, judge_votes_combine
 from tests.conftest import Cast
 from tests.factories import make_assignment, make_pair, make_prompt_with_answers

@@ -17,8 +17,8 @@ from django.urls import reverse
 
 from annotation.models import Answer, HumanJudgment, Pair, Prompt, Study, System, Worker
 from judges.models import Judge, JudgeCall, JudgeRun
-from leaderboard.selectors.extras import report_styles_get
 from leaderboard.selectors.frames import VoteFilters
+from leaderboard.selectors.section_reads import report_styles_get
 from leaderboard.services.reports import ReportParams, agreement_report_build
 from leaderboard.stats.style_control import (
     STYLE_FEATURES,

@@ -27,7 +27,7 @@ from leaderboard.models import Followup, FollowupPair
 from leaderboard.report.registry import section_get
 from leaderboard.selectors.followup import judge_disagreement_counts
 from leaderboard.selectors.frames import VoteFilters
-from leaderboard.services.reports import ReportParams, _votes_and_extras_get, report_data
+from leaderboard.services.reports import ReportParams, report_data, votes_and_reads_get
 from tests.annotation.work_helpers import enter_and_consent
 from tests.leaderboard.conftest import get_computed
 
@@ -112,9 +112,9 @@ def test_the_values_where_the_pl_model_beat_the_longer_answer_baseline_show_in_t
     assert all(j.preference == j.pair.rationale_winner for j in judgments)
 
     # The follow-up's rationale section: one group, the PL model's wins, with their values.
-    votes, extras = _votes_and_extras_get(study=followup, filters=VoteFilters())
+    votes, reads = votes_and_reads_get(study=followup, filters=VoteFilters())
     section = section_get("rationale")
-    result = section.compute(report_data(votes=votes, extras=extras, params=ReportParams()))
+    result = section.compute(report_data(votes=votes, reads=reads, params=ReportParams()))
     assert result.followup is not None
     assert (result.followup.first, result.followup.agreeing) == (origin.first_label, "first")
     (group,) = result.followup.groups

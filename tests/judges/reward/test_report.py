@@ -18,7 +18,7 @@ from leaderboard.report.base import RenderContext
 from leaderboard.report.position_bias import ORDER_INVARIANT
 from leaderboard.report.registry import section_get
 from leaderboard.selectors.frames import VoteFilters
-from leaderboard.services.reports import ReportParams, _votes_and_extras_get, report_data
+from leaderboard.services.reports import ReportParams, report_data, votes_and_reads_get
 from tests.conftest import Cast
 from tests.judges.reward.conftest import ranked_study
 
@@ -42,8 +42,8 @@ def test_the_report_ranks_answers_by_every_source_and_calls_the_pl_judge_order_i
         judge_call_execute(call_id=call.pk)
 
     # The two sections alone (the whole report compiles the Elo kernel first: minutes here).
-    votes, extras = _votes_and_extras_get(study=cast.study, filters=VoteFilters())
-    data = report_data(votes=votes, extras=extras, params=ReportParams())
+    votes, reads = votes_and_reads_get(study=cast.study, filters=VoteFilters())
+    data = report_data(votes=votes, reads=reads, params=ReportParams())
     payload: dict[str, Any] = {}
     for key in ("advisorqa_table3", "position_bias"):
         section = section_get(key)
@@ -85,15 +85,15 @@ def test_the_report_ranks_answers_by_every_source_and_calls_the_pl_judge_order_i
 
     # A training whose split is not known: every prompt, and the table says so.
     PLTraining.objects.filter(pk=training.pk).update(held_out_prompts=None)
-    votes, extras = _votes_and_extras_get(study=cast.study, filters=VoteFilters())
-    data = report_data(votes=votes, extras=extras, params=ReportParams())
+    votes, reads = votes_and_reads_get(study=cast.study, filters=VoteFilters())
+    data = report_data(votes=votes, reads=reads, params=ReportParams())
     unknown = section_get("advisorqa_table3").compute(data)
     assert (unknown.lists, unknown.prompts, unknown.split_unknown) == (4, "all", [pl_name])
     assert "Training split not known for" in unknown.prompts_note
     # A model trained on another study has seen none of this study's prompts: every prompt.
     PLTraining.objects.filter(pk=training.pk).update(held_out_prompts=held, study=cast.other_study)
-    votes, extras = _votes_and_extras_get(study=cast.study, filters=VoteFilters())
-    data = report_data(votes=votes, extras=extras, params=ReportParams())
+    votes, reads = votes_and_reads_get(study=cast.study, filters=VoteFilters())
+    data = report_data(votes=votes, reads=reads, params=ReportParams())
     other = section_get("advisorqa_table3").compute(data)
     assert (other.lists, other.prompts, other.split_unknown) == (4, "all", [])
     assert other.prompts_note == "All 4 prompts with a gold order."

@@ -1,42 +1,36 @@
-"""Reads for the report's later sections (length bias, rationales, gold order, position bias of
-imported verdicts): the rows that the vote frames do not carry. Each is one read of one table,
-filtered as the votes are."""
+"""The reads report sections declare (:mod:`leaderboard.selectors.reads`): the rows that the
+vote frames do not carry (answer lengths and style counts, cited values, gold ranks and scores,
+per-answer ratings and grades, costs and pay, propensities, the follow-up origin, the PL runs'
+splits, the contrast items). Each read is a selector returning a frozen dataclass that feeds
+the report's data hash its own rows; :data:`READS` is their one registry, in the order the data
+hash takes them."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from django.db.models import Count, F, Func, IntegerField, Q, Sum, Value
+from django.db.models import Count, F, Func, IntegerField, Q, QuerySet, Sum, Value
 from django.db.models.sql.compiler import SQLCompiler
 
 from annotation.models import Answer, HumanJudgment, Pair, PayEntry, Study
 from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, ReferenceCall
 from leaderboard.lookup import positions_of
 from leaderboard.models import Followup, FollowupPair
-from leaderboard.selectors.contrast import (
-    ConsistencyInputs,
-    consistency_inputs_get,
-    no_consistency_inputs,
-)
+from leaderboard.parallel import run_parallel
+from leaderboard.selectors.contrast import ConsistencyInputs, consistency_inputs_get
 from leaderboard.selectors.frames import EXPERT_PREFIX, StudyVotes, VoteFilters, pair_q
 from leaderboard.selectors.packed import frame_read_coded
-from leaderboard.selectors.ratings import RATINGS_FRAME_COLUMNS, ratings_frame
+from leaderboard.selectors.ratings import ratings_frame
+from leaderboard.selectors.reads import Hasher, Read, ReadContext
+from leaderboard.selectors.snapshots import frame_hash_update
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     import pandas as pd
-
-
-def _empty_frame(columns: Sequence[str]) -> pd.DataFrame:
-    """An empty frame with these columns: a default of the dataclasses below (pandas is loaded
-    only when one is made, so that pages that read snapshots do not load it)."""
-    import pandas as pd
-
-    return pd.DataFrame(columns=list(columns))
 
 
 class TurnLength(Func):
@@ -92,48 +86,6 @@ class TurnStyleCount(TurnLength):
             f"regexp_count({text}, %s, 1, %s)",
             [*params, _CODE_BLOCK, self.pattern, self.flags],
         )
-
-
-@dataclass(frozen=True)
-class ReportExtras:
-    """What the later report sections read besides the votes.
-
-    lengths: pair_id, answer_a_id, answer_b_id, len_a, len_b (characters of the judged turn,
-    NaN without text); values: pair_id, rater, label, values (the judgments that cite any of the
-    seven values); answers: answer_id, prompt_id, rank, upvotes (answers of prompts with a gold
-    order); scores: run_id, answer_id, score (answer scores of the report's runs).
-    """
-
-    lengths: pd.DataFrame
-    values: pd.DataFrame
-    answers: pd.DataFrame
-    scores: pd.DataFrame
-    # The contrast items and the score judges' four-score consistency (docs/consistency.md).
-    consistency: ConsistencyInputs = field(default_factory=no_consistency_inputs)
-    # Per imported run: calls with a verdict as published, and those marked "inconsistent"
-    # (MT-Bench's GPT-4 pair verdicts whose two orders disagreed): run_id, labelled, inconsistent.
-    inconsistent: pd.DataFrame = field(
-        default_factory=lambda: _empty_frame(("run_id", "labelled", "inconsistent"))
-    )
-    # Set when the study is a follow-up of two judge runs' disagreements (rationale section).
-    followup: FollowupOrigin | None = None
-    # The training split of each PL run of the report (AdvisorQA table).
-    pl_splits: tuple[PLSplit, ...] = ()
-    # The judgments with per-answer ratings (acceptability, axes): pair_id, rater, label and a
-    # column per rating and side (leaderboard.selectors.ratings.ratings_frame).
-    ratings: pd.DataFrame = field(default_factory=lambda: _empty_frame(RATINGS_FRAME_COLUMNS))
-    # Per pair with texts on both sides, each answer's style counts at the judged turn
-    # (STYLE_COLUMNS: pair_id, tokens_a ... bold_b), for the style-controlled rankings.
-    styles: pd.DataFrame = field(default_factory=lambda: _empty_frame(STYLE_COLUMNS))
-    # What the selection cost: per judge run, its calls' summed cost and the pairs they judged
-    # (COST_COLUMNS); the people's judgment pay (PeoplePay).
-    costs: pd.DataFrame = field(default_factory=lambda: _empty_frame(COST_COLUMNS))
-    pay: PeoplePay | None = None
-    # A single-answer grading judge's grades of the selected pairs' answers (GRADE_COLUMNS).
-    grades: pd.DataFrame = field(default_factory=lambda: _empty_frame(GRADE_COLUMNS))
-    # An active study's judgments with the propensity their assignment's draw recorded
-    # (PROPENSITY_COLUMNS: pair_id, rater, propensity); empty for a uniform study.
-    propensities: pd.DataFrame = field(default_factory=lambda: _empty_frame(PROPENSITY_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -248,7 +200,7 @@ def _records(rows: Any, columns: list[str]) -> pd.DataFrame:
 
 
 def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
-    """The filtered pairs' answer lengths at the judged turn (``ReportExtras.lengths``).
+    """The filtered pairs' answer lengths at the judged turn (the read ``LENGTHS``).
 
     Needs the filters only, so that a report may read it beside the votes. The pairs are read
     from their own table, then each answer's length is read once for each turn the pairs judge
@@ -282,7 +234,7 @@ def report_lengths_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
 
 
 def report_styles_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
-    """The filtered pairs' style counts at the judged turn (``ReportExtras.styles``): per answer
+    """The filtered pairs' style counts at the judged turn (the read ``STYLES``): per answer
     and judged turn, its words (whitespace-separated), markdown headers, list items and bold
     spans (:data:`STYLE_PATTERNS`, counted by PostgreSQL's regexp_count once per answer and
     turn), attached to the pairs as :func:`report_lengths_get` attaches lengths; pairs where a
@@ -326,24 +278,6 @@ def report_styles_get(*, study: Study, filters: VoteFilters) -> pd.DataFrame:
             out[f"{feature}_{side}"] = values
         keep &= out[f"tokens_{side}"].to_numpy() > 0
     return out[keep].reset_index(drop=True)
-
-
-@dataclass(frozen=True)
-class ExtraRows:
-    """The rows of the later sections that need only the filters, the rater set and the runs:
-    cited values, ranked or voted answers of the study, and those answers' scores."""
-
-    values: pd.DataFrame
-    answers: pd.DataFrame
-    scores: pd.DataFrame
-    inconsistent: pd.DataFrame
-    followup: FollowupOrigin | None = None
-    pl_splits: tuple[PLSplit, ...] = ()
-    ratings: pd.DataFrame = field(default_factory=lambda: _empty_frame(RATINGS_FRAME_COLUMNS))
-    costs: pd.DataFrame = field(default_factory=lambda: _empty_frame(COST_COLUMNS))
-    pay: PeoplePay | None = None
-    grades: pd.DataFrame = field(default_factory=lambda: _empty_frame(GRADE_COLUMNS))
-    propensities: pd.DataFrame = field(default_factory=lambda: _empty_frame(PROPENSITY_COLUMNS))
 
 
 def report_propensities_get(*, study: Study, judgments: Any) -> pd.DataFrame:
@@ -555,98 +489,304 @@ def imported_inconsistency_get(*, filters: VoteFilters, run_ids: list[int]) -> p
     return _records(rows, ["run_id", "labelled", "inconsistent"])
 
 
-def report_extra_rows_get(
-    *, study: Study, filters: VoteFilters, raters: str, run_ids: list[int]
-) -> ExtraRows:
-    """Read the cited values, the per-answer ratings, gold ranks, answer scores, the follow-up
-    origin and the PL runs' training splits; needs no votes, so that a report may read them
-    beside the votes."""
-    read = HumanJudgment.objects.filter(pair_q(filters, "pair__"), study=study, excluded=False)
-    if raters == "experts":
+# --- The reads a section declares (leaderboard.selectors.reads) -------------------------------
+
+
+def _judgments(ctx: ReadContext) -> QuerySet[HumanJudgment]:
+    """The judgments behind the report's people: the filtered pairs' judgments of its rater set,
+    excluded participants left out (as the votes leave them out)."""
+    read = HumanJudgment.objects.filter(
+        pair_q(ctx.filters, "pair__"), study=ctx.study, excluded=False
+    )
+    if ctx.raters == "experts":
         read = read.filter(worker__external_id__startswith=EXPERT_PREFIX)
-    judgments = read.exclude(preference="").exclude(values=[])
+    return read
+
+
+@dataclass(frozen=True)
+class AnswerLengths:
+    """The filtered pairs' answer lengths at the judged turn (:func:`report_lengths_get`):
+    pair_id, answer_a_id, answer_b_id, len_a, len_b (NaN without text)."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        frame_hash_update(digest, "lengths", self.frame)
+
+
+def lengths_read(ctx: ReadContext) -> AnswerLengths:
+    return AnswerLengths(report_lengths_get(study=ctx.study, filters=ctx.filters))
+
+
+@dataclass(frozen=True)
+class CitedValues:
+    """The judgments that cite any of the seven values: pair_id, rater, label, values."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        frame_hash_update(digest, "values", self.frame)
+
+
+def values_read(ctx: ReadContext) -> CitedValues:
+    judgments = _judgments(ctx).exclude(preference="").exclude(values=[])
     values = _records(
         judgments.order_by("pk").values_list("pair_id", "worker_id", "preference", "values"),
         ["pair_id", "rater", "label", "values"],
     )
     values["rater"] = "w" + values["rater"].astype(str)
+    return CitedValues(values)
+
+
+@dataclass(frozen=True)
+class GoldAnswers:
+    """The ranked or voted answers of the selected pairs' prompts (answers: answer_id,
+    prompt_id, rank, upvotes, as floats) and the report's runs' scores of them (scores: run_id,
+    answer_id, score)."""
+
+    answers: pd.DataFrame
+    scores: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        frame_hash_update(digest, "answers", self.answers)
+        frame_hash_update(digest, "scores", self.scores)
+
+
+def gold_answers_read(ctx: ReadContext) -> GoldAnswers:
     answers = _records(
-        Answer.objects.filter(prompt__study=study)
+        Answer.objects.filter(prompt__study=ctx.study)
         .filter(Q(rank__isnull=False) | Q(upvotes__isnull=False))
         .order_by("pk")
         .values_list("pk", "prompt_id", "rank", "upvotes"),
         ["answer_id", "prompt_id", "rank", "upvotes"],
     )
     scores = _records(
-        AnswerScore.objects.filter(run_id__in=run_ids, answer__prompt__study=study)
+        AnswerScore.objects.filter(run_id__in=ctx.run_ids, answer__prompt__study=ctx.study)
         .order_by("run_id", "answer_id")
         .values_list("run_id", "answer_id", "score"),
         ["run_id", "answer_id", "score"],
     )
-    inconsistent = imported_inconsistency_get(filters=filters, run_ids=run_ids)
-    costs, pay = report_costs_get(study=study, filters=filters, judgments=read, run_ids=run_ids)
-    return ExtraRows(
-        values=values,
-        answers=answers,
-        scores=scores,
-        inconsistent=inconsistent,
-        followup=followup_origin_get(study=study),
-        pl_splits=pl_splits_get(study=study, run_ids=run_ids),
-        ratings=ratings_frame(read),
-        costs=costs,
-        pay=pay,
-        grades=report_grades_get(study=study, filters=filters, run_ids=run_ids),
-        propensities=report_propensities_get(study=study, judgments=read.exclude(preference="")),
-    )
+    return GoldAnswers(answers, scores)
 
 
-def report_extras_get(
-    *,
-    study: Study,
-    votes: StudyVotes,
-    lengths: pd.DataFrame | None = None,
-    rows: ExtraRows | None = None,
-    styles: pd.DataFrame | None = None,
-) -> ReportExtras:
-    """The answer lengths (unless given, from :func:`report_lengths_get`), cited values, gold
-    ranks and answer scores behind `votes` (read unless given, by
-    :func:`report_extra_rows_get`)."""
+def gold_answers_narrow(value: GoldAnswers, votes: StudyVotes) -> GoldAnswers:
+    """Only the prompts of the selected pairs (filters apply to prompts through their pairs)."""
     import pandas as pd
 
-    filters = votes.filters
-    if lengths is None:
-        lengths = report_lengths_get(study=study, filters=filters)
-    if styles is None:
-        styles = report_styles_get(study=study, filters=filters)
-    if rows is None:
-        rows = report_extra_rows_get(
-            study=study,
-            filters=filters,
-            raters=votes.raters,
-            run_ids=[s.run_id for s in votes.sources],
-        )
-    answers = rows.answers
-    # Only the prompts of the selected pairs (filters apply to prompts through their pairs).
+    answers = value.answers
     answers = answers[answers["prompt_id"].isin(votes.pairs["prompt_id"].unique())]
     answers = answers.reset_index(drop=True)
     for column in ("rank", "upvotes"):
         answers[column] = pd.to_numeric(answers[column]).astype("float64")
-    scores = rows.scores
+    scores = value.scores
     scores = scores[scores["answer_id"].isin(answers["answer_id"])].reset_index(drop=True)
-    consistency = consistency_inputs_get(study=study, run_ids=[s.run_id for s in votes.sources])
-    return ReportExtras(
-        lengths=lengths,
-        values=rows.values,
-        answers=answers,
-        scores=scores,
-        consistency=consistency,
-        inconsistent=rows.inconsistent,
-        followup=rows.followup,
-        pl_splits=rows.pl_splits,
-        ratings=rows.ratings,
-        styles=styles,
-        costs=rows.costs,
-        pay=rows.pay,
-        grades=rows.grades,
-        propensities=rows.propensities,
+    return GoldAnswers(answers, scores)
+
+
+@dataclass(frozen=True)
+class ImportedInconsistency:
+    """Per imported run, calls with a verdict as published and those marked "inconsistent"
+    (:func:`imported_inconsistency_get`): run_id, labelled, inconsistent."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        frame_hash_update(digest, "inconsistent", self.frame)
+
+
+def inconsistency_read(ctx: ReadContext) -> ImportedInconsistency:
+    return ImportedInconsistency(
+        imported_inconsistency_get(filters=ctx.filters, run_ids=list(ctx.run_ids))
     )
+
+
+def consistency_read(ctx: ReadContext) -> ConsistencyInputs:
+    return consistency_inputs_get(study=ctx.study, run_ids=list(ctx.run_ids))
+
+
+@dataclass(frozen=True)
+class StudyOrigin:
+    """The study's follow-up origin (:func:`followup_origin_get`); None when it is no
+    follow-up."""
+
+    followup: FollowupOrigin | None
+
+    def hash_update(self, digest: Hasher) -> None:
+        if self.followup is not None:
+            frame_hash_update(digest, "followup", self.followup.pairs)
+            digest.update(self.followup.digest().encode())
+
+
+def origin_read(ctx: ReadContext) -> StudyOrigin:
+    return StudyOrigin(followup_origin_get(study=ctx.study))
+
+
+@dataclass(frozen=True)
+class PLSplits:
+    """The training split of each PL run of the report (:func:`pl_splits_get`)."""
+
+    splits: tuple[PLSplit, ...]
+
+    def hash_update(self, digest: Hasher) -> None:
+        for split in self.splits:
+            digest.update(split.digest().encode())
+
+
+def pl_splits_read(ctx: ReadContext) -> PLSplits:
+    return PLSplits(pl_splits_get(study=ctx.study, run_ids=list(ctx.run_ids)))
+
+
+@dataclass(frozen=True)
+class AnswerRatings:
+    """The judgments with per-answer ratings (acceptability, axes): pair_id, rater, label and a
+    column per rating and side (:func:`leaderboard.selectors.ratings.ratings_frame`)."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        # Only when there are ratings, so that a study without them keeps the hash it had.
+        if len(self.frame):
+            frame_hash_update(digest, "ratings", self.frame)
+
+
+def ratings_read(ctx: ReadContext) -> AnswerRatings:
+    return AnswerRatings(ratings_frame(_judgments(ctx)))
+
+
+@dataclass(frozen=True)
+class AnswerStyles:
+    """Per pair with texts on both sides, each answer's style counts at the judged turn
+    (STYLE_COLUMNS: pair_id, tokens_a ... bold_b; :func:`report_styles_get`)."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        # Only when there are any (whenever the answers have text), as for the ratings.
+        if len(self.frame):
+            frame_hash_update(digest, "styles", self.frame)
+
+
+def styles_read(ctx: ReadContext) -> AnswerStyles:
+    return AnswerStyles(report_styles_get(study=ctx.study, filters=ctx.filters))
+
+
+@dataclass(frozen=True)
+class AnswerGrades:
+    """A single-answer grading judge's grades of the selected pairs' answers (GRADE_COLUMNS;
+    :func:`report_grades_get`)."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        if len(self.frame):
+            frame_hash_update(digest, "grades", self.frame)
+
+
+def grades_read(ctx: ReadContext) -> AnswerGrades:
+    return AnswerGrades(
+        report_grades_get(study=ctx.study, filters=ctx.filters, run_ids=list(ctx.run_ids))
+    )
+
+
+@dataclass(frozen=True)
+class Propensities:
+    """An active study's judgments with the propensity their assignment's draw recorded
+    (PROPENSITY_COLUMNS: pair_id, rater, propensity); empty for a uniform study."""
+
+    frame: pd.DataFrame
+
+    def hash_update(self, digest: Hasher) -> None:
+        if len(self.frame):
+            frame_hash_update(digest, "propensities", self.frame)
+
+
+def propensities_read(ctx: ReadContext) -> Propensities:
+    judgments = _judgments(ctx).exclude(preference="")
+    return Propensities(report_propensities_get(study=ctx.study, judgments=judgments))
+
+
+@dataclass(frozen=True)
+class SelectionCost:
+    """What the selection cost: per judge run, its calls' summed cost and the pairs they judged
+    (COST_COLUMNS), and the people's judgment pay (:func:`report_costs_get`)."""
+
+    costs: pd.DataFrame
+    pay: PeoplePay
+
+    def hash_update(self, digest: Hasher) -> None:
+        # Only when anything was paid.
+        paid = self.pay.cents > 0
+        if paid or (len(self.costs) and bool((self.costs["cost_usd"] > 0).any())):
+            frame_hash_update(digest, "costs", self.costs)
+            digest.update(self.pay.digest().encode())
+
+
+def cost_read(ctx: ReadContext) -> SelectionCost:
+    costs, pay = report_costs_get(
+        study=ctx.study, filters=ctx.filters, judgments=_judgments(ctx), run_ids=list(ctx.run_ids)
+    )
+    return SelectionCost(costs, pay)
+
+
+LENGTHS = Read("lengths", lengths_read, heavy=True)
+VALUES = Read("values", values_read)
+GOLD_ANSWERS = Read("gold_answers", gold_answers_read, narrow=gold_answers_narrow)
+INCONSISTENCY = Read("inconsistency", inconsistency_read)
+CONSISTENCY = Read("consistency", consistency_read)
+ORIGIN = Read("origin", origin_read)
+PL_SPLITS = Read("pl_splits", pl_splits_read)
+ANSWER_RATINGS = Read("ratings", ratings_read)
+STYLES = Read("styles", styles_read, heavy=True)
+GRADES = Read("grades", grades_read)
+PROPENSITIES = Read("propensities", propensities_read)
+COST = Read("cost", cost_read)
+
+# Every read a section may declare, in the order the report's data hash takes them (a new read
+# goes last, so that the reports of studies it finds nothing in keep their hash).
+READS: tuple[Read[Any], ...] = (
+    LENGTHS,
+    VALUES,
+    GOLD_ANSWERS,
+    INCONSISTENCY,
+    CONSISTENCY,
+    ORIGIN,
+    PL_SPLITS,
+    ANSWER_RATINGS,
+    STYLES,
+    GRADES,
+    PROPENSITIES,
+    COST,
+)
+
+
+def reads_get(
+    *, reads: Sequence[Read[Any]], ctx: ReadContext, votes: Callable[[], StudyVotes]
+) -> tuple[StudyVotes, dict[str, Any]]:
+    """Read the votes (``votes``) and every one of ``reads`` at once: the votes, each heavy read
+    and the light reads together each in a thread of their own, on connections of their own
+    (one after another inside a transaction, :func:`leaderboard.parallel.run_parallel`); then
+    each read's ``narrow`` with the votes. Return the votes and the values by read key."""
+    heavy = [read for read in reads if read.heavy]
+    light = [read for read in reads if not read.heavy]
+
+    def one(read: Read[Any]) -> Callable[[], dict[str, Any]]:
+        return lambda: {read.key: read.get(ctx)}
+
+    def lights() -> dict[str, Any]:
+        return {read.key: read.get(ctx) for read in light}
+
+    got, *parts = run_parallel(votes, *map(one, heavy), lights, uses_database=True)
+    raw: dict[str, Any] = {}
+    for part in parts:
+        raw |= part
+    return got, {read.key: read.narrow(raw[read.key], got) for read in reads}
+
+
+def reads_data_hash(values: Mapping[str, Any]) -> str:
+    """SHA-256 of the reads' rows, each read feeding its own (``hash_update``), in the order of
+    :data:`READS`."""
+    digest = hashlib.sha256()
+    for read in READS:
+        if read.key in values:
+            values[read.key].hash_update(digest)
+    return digest.hexdigest()
