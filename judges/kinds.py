@@ -5,8 +5,9 @@ judges app keeps one entry per `Judge.Kind` here, and code that asked "which kin
 this" looks the answer up instead: what the kind needs before a run (`readiness`), how a run of
 it is planned (`plan`: its pairs, its first status and the rows written with it, and the task
 queued after commit; judges.services.runs.judge_run_create writes every plan the same way), how
-a stopped run goes on (`resume`), whether its requests are paid (`paid`) and what a researcher
-reads once a run is queued (`queued`). A kind with no plan is not run: its verdicts come from
+a stopped run goes on (`resume`), whether its requests are paid (`paid`), whether its verdict
+can depend on the order shown (`order_invariant`) and what a researcher reads once a run is
+queued (`queued`). A kind with no plan is not run: its verdicts come from
 elsewhere (imported files). tests/judges/test_kinds.py checks that every kind has exactly one
 entry.
 
@@ -77,6 +78,10 @@ class JudgeKind:
     resume: Resumer | None
     queued: Callable[[JudgeRun], str]
     paid: bool = False
+    # A verdict that cannot depend on the order shown: a score model scores each answer alone,
+    # "prefer the longer answer" compares lengths. The report's swap invariance takes such a
+    # judge as invariant by construction (leaderboard/report/consistency.py).
+    order_invariant: bool = False
 
     @property
     def runnable(self) -> bool:
@@ -190,6 +195,7 @@ KINDS: tuple[JudgeKind, ...] = (
     ),
     JudgeKind(
         kind=Judge.Kind.PL,
+        order_invariant=True,
         readiness=_pl_readiness,
         plan=_pl_plan,
         resume=_pl_resume,
@@ -204,6 +210,7 @@ KINDS: tuple[JudgeKind, ...] = (
     ),
     JudgeKind(
         kind=Judge.Kind.LONGER,
+        order_invariant=True,
         readiness=_always_ready,
         plan=_calls_plan,
         resume=_calls_resume,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from judges.models import Judge
+from judges.kinds import judge_kind
 from leaderboard.plots import Series, bar_chart_svg
 from leaderboard.report.base import HUMAN, Plot, RenderContext, ReportData, Section, Table
 from leaderboard.selectors.contrast import (
@@ -60,9 +60,6 @@ from leaderboard.stats.proportion import Proportion
 if TYPE_CHECKING:
     import pandas as pd
 
-ORDER_INVARIANT_KINDS = frozenset({Judge.Kind.PL, Judge.Kind.LONGER})
-"""Judges whose verdict cannot depend on the order shown: a score model scores each answer alone,
-and "prefer the longer answer" compares lengths."""
 MISSES_SHOWN = 50
 
 
@@ -303,7 +300,7 @@ def _swap(
     on the pairs called in both."""
     import pandas as pd
 
-    if source.order_invariant or source.kind in ORDER_INVARIANT_KINDS:
+    if source.order_invariant or judge_kind(source.kind).order_invariant:
         return swap_invariance([], [], order_invariant=True)
     pair_id = calls["pair_id"].to_numpy()
     order = pd.Categorical(calls["order"], categories=CALL_ORDERS).codes

@@ -206,7 +206,8 @@ def _payload(
 def code_version() -> str:
     """SHA-256 of what a report's numbers depend on besides the data: the schema version,
     Concord's version, the libraries' versions and the source of the report's code (its
-    sections, the statistics with `rankeval`'s ranking measures, the reads and this service).
+    sections, the statistics with `rankeval`'s ranking measures, the reads, this service and the
+    judge-kind registry).
     Read once per process. A snapshot computed by other code has another key, so an upgrade
     that fixes a statistic recomputes."""
     digest = hashlib.sha256()
@@ -219,6 +220,8 @@ def code_version() -> str:
         *sorted((root / "selectors").glob("*.py")),
         root / "lookup.py",
         root / "services" / "reports.py",
+        # What a kind of judge is, as the report reads it (its order invariance).
+        root.parent / "judges" / "kinds.py",
         *sorted((root.parent / "rankeval").glob("*.py")),
     ]
     for path in files:

@@ -17,6 +17,8 @@ def test_editing_the_shared_ranking_measures_changes_the_code_version_and_a_view
     for package in ("leaderboard", "rankeval"):
         shutil.copytree(Path(settings.BASE_DIR) / package, tmp_path / package)
     shutil.copy(Path(settings.BASE_DIR) / "pyproject.toml", tmp_path)  # the software version
+    (tmp_path / "judges").mkdir()
+    shutil.copy(Path(settings.BASE_DIR) / "judges" / "kinds.py", tmp_path / "judges")
     settings.BASE_DIR = tmp_path
     version = code_version.__wrapped__
     before = version()
@@ -26,3 +28,8 @@ def test_editing_the_shared_ranking_measures_changes_the_code_version_and_a_view
     with (tmp_path / "rankeval" / "ndcg.py").open("a") as ndcg:
         ndcg.write("\n# NDCG changed\n")
     assert version() != before
+    # The judge-kind registry says which judges are order-invariant, which the report reads.
+    after_ndcg = version()
+    with (tmp_path / "judges" / "kinds.py").open("a") as kinds:
+        kinds.write("\n# a kind changed\n")
+    assert version() != after_ndcg
