@@ -538,8 +538,9 @@ def _numbered(header: list[str], pattern: re.Pattern[str]) -> list[int]:
     return numbers
 
 
-# One pass over the CSV that reports a problem per bad cell (C901 allowed).
-def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterator[PromptRow]:  # noqa: C901
+def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterator[PromptRow]:
+    """One pass over the CSV: a prompt row per run of lines with the same prompt_id, and a
+    problem per bad line or cell (a prompt's rows must repeat its fields identically)."""
     line_numbers: list[int] = [0]
 
     def texts() -> Iterator[str]:
@@ -562,18 +563,8 @@ def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterat
     last_end = line_numbers[0]
     for row in reader:
         start, last_end = last_end + 1, line_numbers[0]
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            problems.add(start, "", f"has {len(row)} fields but the header has {len(header)}")
-            continue
-        bad = next(
-            ((name, message) for name, cell in zip(header, row, strict=True)
-             if (message := _text_problem(cell))),
-            None,
-        )  # fmt: skip
-        if bad is not None:
-            problems.add(start, *bad)
+        blank = not any(cell.strip() for cell in row)
+        if blank or not _csv_row_sound(start, row, header, problems):
             continue
         values = {name: row[position] for name, position in index.items()}
         prompt_fields = {"category": values.get("category", "")} | {
@@ -581,15 +572,7 @@ def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterat
         }
         external_id = values["prompt_id"].strip()
         if current is not None and external_id == current.external_id:
-            for name, value in prompt_fields.items():
-                if value != current_fields[name]:
-                    problems.add(
-                        start,
-                        name,
-                        f"differs from line {current.line} for prompt {external_id}; "
-                        "repeat the prompt's fields identically on each of its rows",
-                    )
-                    break
+            _csv_same_prompt_check(start, current, current_fields, prompt_fields, problems)
         else:
             if current is not None:
                 _check_answers(current, problems)
@@ -604,6 +587,42 @@ def _csv_records(lines: Iterator[tuple[int, str]], problems: Problems) -> Iterat
     if current is not None:
         _check_answers(current, problems)
         yield current
+
+
+def _csv_row_sound(line: int, row: list[str], header: list[str], problems: Problems) -> bool:
+    """Whether a CSV line has the header's fields and no bad text; its first problem if not."""
+    if len(row) != len(header):
+        problems.add(line, "", f"has {len(row)} fields but the header has {len(header)}")
+        return False
+    bad = next(
+        ((name, message) for name, cell in zip(header, row, strict=True)
+         if (message := _text_problem(cell))),
+        None,
+    )  # fmt: skip
+    if bad is not None:
+        problems.add(line, *bad)
+        return False
+    return True
+
+
+def _csv_same_prompt_check(
+    line: int,
+    current: PromptRow,
+    current_fields: dict[str, str],
+    prompt_fields: dict[str, str],
+    problems: Problems,
+) -> None:
+    """A later row of the same prompt must repeat its fields; the first that differs is a
+    problem."""
+    for name, value in prompt_fields.items():
+        if value != current_fields[name]:
+            problems.add(
+                line,
+                name,
+                f"differs from line {current.line} for prompt {current.external_id}; "
+                "repeat the prompt's fields identically on each of its rows",
+            )
+            return
 
 
 def _csv_columns(header: list[str], problems: Problems) -> tuple[int, list[str]] | None:

@@ -23,7 +23,7 @@ from judges.models import Judge, OutputFormat, Turns, template_hash
 from judges.services.keys import api_key_clean, api_key_encrypt, judge_api_key
 
 
-def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent check per field
+def judge_validate(*, judge: Judge) -> None:
     """Raise ValidationError naming the field when an LLM judge's configuration is unusable.
 
     The key itself is not required here: a judge may be saved before its key is set, and then
@@ -34,6 +34,20 @@ def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent che
     """
     if judge.kind != Judge.Kind.LLM:
         return
+    errors = _connection_errors(judge) | _template_errors(judge)
+    grading = judge.output_format == OutputFormat.GRADE
+    messages = {field: [message] for field, message in errors.items()}
+    for field in ("prompt_template", "reference_template", "multi_turn_template"):
+        filled = template_variables(field=field, grading=grading)
+        if problems := template_check(getattr(judge, field), filled=filled):
+            messages.setdefault(field, []).extend(problems)
+    if messages:
+        raise ValidationError(messages)
+
+
+def _connection_errors(judge: Judge) -> dict[str, str]:
+    """What is wrong with where an LLM judge is asked: its base URL, model name and key
+    variable, one message per field."""
     errors: dict[str, str] = {}
     if not judge.base_url:
         errors["base_url"] = "An LLM judge needs a base URL, e.g. https://api.openai.com/v1."
@@ -44,23 +58,34 @@ def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent che
             errors["base_url"] = str(exc)
     if not judge.model_name:
         errors["model_name"] = "An LLM judge needs a model name, e.g. gpt-4o."
-    if not judge.api_key_env and not judge.api_key_encrypted:
-        errors["api_key_env"] = (
-            "Name the environment variable that holds the key, or paste the key itself."
-        )
-    elif judge.api_key_env and (
-        not judge.api_key_env.replace("_", "").isalnum() or judge.api_key_env[0].isdigit()
-    ):
-        errors["api_key_env"] = (
-            f"{judge.api_key_env!r} is not an environment variable name (letters, digits, _)."
-        )
-    elif judge.api_key_env and api_key_env_reserved(judge.api_key_env):
-        errors["api_key_env"] = (
-            f"{judge.api_key_env} is one of Concord's own settings, not a judge's key; name the "
+    if key_error := _api_key_env_error(judge):
+        errors["api_key_env"] = key_error
+    return errors
+
+
+def _api_key_env_error(judge: Judge) -> str:
+    """What is wrong with the judge's key variable ("" when nothing)."""
+    name = judge.api_key_env
+    if not name and not judge.api_key_encrypted:
+        return "Name the environment variable that holds the key, or paste the key itself."
+    if not name:
+        return ""
+    if not name.replace("_", "").isalnum() or name[0].isdigit():
+        return f"{name!r} is not an environment variable name (letters, digits, _)."
+    if api_key_env_reserved(name):
+        return (
+            f"{name} is one of Concord's own settings, not a judge's key; name the "
             "variable that holds the judge's API key (for example OPENAI_API_KEY)."
         )
-    elif judge.api_key_env and not api_key_env_allowed(judge.api_key_env):
-        errors["api_key_env"] = api_key_env_refusal(judge.api_key_env) + "."
+    if not api_key_env_allowed(name):
+        return api_key_env_refusal(name) + "."
+    return ""
+
+
+def _template_errors(judge: Judge) -> dict[str, str]:
+    """What is wrong with an LLM judge's templates besides their braces: each must show what
+    its kind of call gives it, one message per field."""
+    errors: dict[str, str] = {}
     if not judge.prompt_template.strip():
         errors["prompt_template"] = "An LLM judge needs a prompt template."
     if judge.reference_template and "{reference}" not in judge.reference_template:
@@ -78,14 +103,7 @@ def judge_validate(*, judge: Judge) -> None:  # noqa: C901 - one independent che
                 errors.setdefault(
                     field, "A single-answer grading template shows its one answer as {answer}."
                 )
-    grading = judge.output_format == OutputFormat.GRADE
-    messages = {field: [message] for field, message in errors.items()}
-    for field in ("prompt_template", "reference_template", "multi_turn_template"):
-        filled = template_variables(field=field, grading=grading)
-        if problems := template_check(getattr(judge, field), filled=filled):
-            messages.setdefault(field, []).extend(problems)
-    if messages:
-        raise ValidationError(messages)
+    return errors
 
 
 def judge_create(
