@@ -441,7 +441,9 @@ def test_the_judge_run_command_queues_a_panel_run_and_says_a_worker_combines_it(
         stdout=out,
     )
     run = JudgeRun.objects.get(judge__name="jury")
-    assert out.getvalue().strip() == f"run {run.pk} queued: a worker combines its members' calls"
+    assert out.getvalue().strip() == (
+        f"Run {run.pk} queued: a worker combines its members' calls (no request is made)."
+    )
     assert panel_run_combine(run_id=run.pk) == 2
     # (2 + 3) / 2 = 2.5 -> 3: A; (3 + 7) / 2 = 5 -> 5: tie.
     calls = panel_calls(run)

@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from annotation.models import Study
 from core.broker import BrokerUnavailable
+from judges.kinds import judge_kind
 from judges.models import Judge, JudgeRun
 from judges.selectors.runs import judge_run_progress
 from judges.services.runs import JudgeNotReady, judge_run_start
@@ -59,11 +60,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
-        if judge.kind == Judge.Kind.PANEL:
-            # A panel asks nothing: a worker writes its calls from its members' runs.
-            self.stdout.write(f"run {run.pk} queued: a worker combines its members' calls")
-        else:
-            self.stdout.write(f"run {run.pk} started: {run.calls.count()} calls queued")
+        # What was queued, as the run page says it, from the kind's registry entry.
+        self.stdout.write(judge_kind(judge.kind).queued(run))
         if options["wait"]:
             self._wait(run, options["poll"])
 
