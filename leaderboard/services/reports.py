@@ -383,6 +383,21 @@ def _units_store(snapshot_id: int, rows: list[tuple[Any, ...]]) -> None:
             copy.write_row((snapshot_id, *row))
 
 
+def _superseded_units_prune(snapshot: ReportSnapshot) -> int:
+    """Delete the drill-down units of the snapshots this one supersedes: the same study and
+    parameters computed by another code version, which no page reads again (pages find a
+    snapshot by the running code's version). Their payloads stay, a few kilobytes each; their
+    units are a row per pair. Return how many units went."""
+    deleted, _ = (
+        ReportUnit.objects.filter(
+            snapshot__study_id=snapshot.study_id, snapshot__params_hash=snapshot.params_hash
+        )
+        .exclude(snapshot__code_version=snapshot.code_version)
+        .delete()
+    )
+    return deleted
+
+
 def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> ReportSnapshot:
     """Read the rows, compute the report and store it in the snapshot, with the drill-down's
     units (`ReportUnit`) in the same transaction. The fingerprint is read before the rows, so
@@ -403,6 +418,7 @@ def _compute_into(snapshot: ReportSnapshot, *, claim: datetime | None) -> Report
     with transaction.atomic():
         if _payload_store(done, report=report, requests=requests, fingerprint=fingerprint):
             _units_store(snapshot.pk, units)
+            _superseded_units_prune(snapshot)
     snapshot.refresh_from_db()
     return snapshot
 

@@ -191,3 +191,42 @@ def test_units_are_replaced_when_the_report_is_computed_again(
     first = listed.context["rows"][0]
     assert (first.pair_id, first.human_a, first.majority) == (pair.pk, 0, "")
     assert ReportUnit.objects.filter(snapshot__study=big_study).count() == PAIRS
+
+
+def test_a_code_upgrade_prunes_the_units_of_the_snapshots_it_supersedes(
+    client: Client, cast: Cast, big_study: Study
+) -> None:
+    client.force_login(cast.researcher)
+    get_computed(client, units_url(big_study))
+    current = ReportSnapshot.objects.get(study=big_study)
+    # The same key computed by an older Concord, and another key (other parameters) by this one.
+    older = ReportSnapshot.objects.create(
+        study=big_study,
+        kind=current.kind,
+        params_hash=current.params_hash,
+        params=current.params,
+        code_version="an older code version",
+        seed=current.seed,
+    )
+    other = ReportSnapshot.objects.create(
+        study=big_study,
+        kind=current.kind,
+        params_hash="other parameters",
+        seed=current.seed,
+        params=current.params,
+        code_version=current.code_version,
+    )
+    for snapshot in (older, other):
+        ReportUnit.objects.bulk_create(
+            ReportUnit(snapshot=snapshot, pair_id=i, prompt="p", turn=1, system_a="a",
+                       system_b="b", human_a=0, human_b=0, human_tie=0)
+            for i in range(5)
+        )  # fmt: skip
+    HumanJudgment.objects.filter(pair__study=big_study).first().delete()  # type: ignore[union-attr]
+    assert client.get(units_url(big_study))["X-Concord-Report"] == "stale"
+    assert analysis_worker_run() == 1
+
+    assert ReportUnit.objects.filter(snapshot=current).count() == PAIRS
+    assert not ReportUnit.objects.filter(snapshot=older).exists()
+    # Another key stays: the study's settings may come back to it.
+    assert ReportUnit.objects.filter(snapshot=other).count() == 5
