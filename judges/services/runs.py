@@ -115,14 +115,14 @@ def judge_run_start(
     """Check that `user` may run `judge` on `study` now, then start its run (judge_run_create).
 
     Raise PermissionDenied for a user who may not, JudgeNotReady when the judge lacks its key
-    or configuration, ValidationError for a negative budget, and what judge_run_create raises.
+    or configuration, ValidationError for a budget that is negative or could never bind
+    (_budget_check), and what judge_run_create raises.
     """
     _check_may_run(user=user, study=study)
     problem = judge_readiness(judge=judge)
     if problem:
         raise JudgeNotReady(f"judge {judge.name!r} is {problem}")
-    if budget_usd is not None and budget_usd < 0:
-        raise ValidationError({"budget_usd": "The budget must be zero or more."})
+    _budget_check(judge=judge, budget_usd=budget_usd)
     return judge_run_create(
         judge=judge, study=study, user=user, pairs=pairs, budget_usd=budget_usd, seed=seed
     )
@@ -319,6 +319,31 @@ def judge_run_cancel(*, run: JudgeRun, user: User) -> JudgeRun:
     return run
 
 
+def _budget_check(*, judge: Judge, budget_usd: Decimal | None) -> None:
+    """Refuse a budget that is negative, or that could never stop the run: one for a judge
+    whose requests are not paid (judges.kinds) or that has no price per token (its calls cost 0
+    on the ledger, so the spend never reaches any budget)."""
+    if budget_usd is None:
+        return
+    if budget_usd < 0:
+        raise ValidationError({"budget_usd": "The budget must be zero or more."})
+    if not judge_kind(judge.kind).paid:
+        raise ValidationError(
+            {
+                "budget_usd": f"Judge {judge.name!r} makes no paid request, so a budget would "
+                "never stop its run: start it without one."
+            }
+        )
+    if not judge.price_input_per_mtok and not judge.price_output_per_mtok:
+        raise ValidationError(
+            {
+                "budget_usd": f"Judge {judge.name!r} has no price per token, so its calls cost "
+                "nothing on the ledger and a budget would never stop its run: set its prices "
+                "first, or start it without a budget."
+            }
+        )
+
+
 def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = None) -> JudgeRun:
     """Go on with a cancelled or budget-stopped run as its kind does (judges.kinds), optionally
     with a new budget."""
@@ -329,6 +354,7 @@ def judge_run_resume(*, run: JudgeRun, user: User, budget_usd: Decimal | None = 
     resume = judge_kind(run.judge.kind).resume
     if resume is None:
         raise JudgeNotReady(f"judge {run.judge.name!r} is not runnable")
+    _budget_check(judge=run.judge, budget_usd=budget_usd)
     return resume(run=run, budget_usd=budget_usd)
 
 

@@ -353,6 +353,27 @@ def test_the_run_stops_claiming_calls_once_the_budget_is_spent(cast, fake, api_k
     assert judge_call_execute(call_id=calls[1].pk).status == "done"
 
 
+def test_a_budget_that_could_never_stop_the_run_is_refused(cast, fake, api_key):
+    make_marked_pairs(cast.study, 1)
+    unpriced = make_llm_judge(fake, name="unpriced", price_in="0", price_out="0")
+    with pytest.raises(ValidationError, match="no price per token"):
+        judge_run_start(
+            judge=unpriced, study=cast.study, user=cast.researcher, budget_usd=Decimal(1)
+        )
+    baseline = judge_create(name="coin", kind=Judge.Kind.RANDOM)
+    with pytest.raises(ValidationError, match="makes no paid request"):
+        judge_run_start(
+            judge=baseline, study=cast.study, user=cast.researcher, budget_usd=Decimal(1)
+        )
+    assert not JudgeRun.objects.exists()
+    # Without a budget both start; a resume with a budget is refused the same way.
+    run = judge_run_start(judge=unpriced, study=cast.study, user=cast.researcher)
+    judge_run_cancel(run=run, user=cast.researcher)
+    with pytest.raises(ValidationError, match="no price per token"):
+        judge_run_resume(run=run, user=cast.researcher, budget_usd=Decimal(1))
+    assert judge_run_start(judge=baseline, study=cast.study, user=cast.researcher).pk
+
+
 def test_a_cancelled_run_claims_nothing_until_resumed(cast, fake, api_key):
     run, (pair,) = start(cast, make_llm_judge(fake))
     judge_run_cancel(run=run, user=cast.researcher)
