@@ -20,6 +20,7 @@ from django.http import HttpRequest
 from judges.llm.prompts import TEMPLATES, VARIABLES
 from judges.models import (
     AnswerScore,
+    ContrastScoring,
     Judge,
     JudgeCall,
     JudgeRun,
@@ -358,4 +359,35 @@ class AnswerScoreAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: AnswerScore | None = None) -> bool:
+        return False
+
+
+@admin.register(ContrastScoring)
+class ContrastScoringAdmin(admin.ModelAdmin):
+    """A PL run's stored scoring of a contrast set (judges.reward.contrast writes it); readable,
+    never edited. Deleting one leaves the run out of the report's consistency section until a
+    contrast set is built again, which scores it again."""
+
+    list_display = (
+        "pk",
+        "run",
+        "contrast_set",
+        "status",
+        "pairs",
+        "backbone",
+        "temperature",
+        "attempts",
+        "finished_at",
+    )
+    list_filter = ("status",)
+    list_select_related = ("run__judge", "run__study", "contrast_set__study")
+    exclude = ("scores", "query_vectors", "answer_ids", "answer_vectors", "lease_token")
+    search_fields = ("error",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: ContrastScoring | None = None
+    ) -> bool:
         return False

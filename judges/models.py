@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from annotation.models import Answer, Pair, Preference, Prompt, Study
+from annotation.models import Answer, ContrastSet, Pair, Preference, Prompt, Study
 
 
 class OutputFormat(models.TextChoices):
@@ -488,6 +488,68 @@ class AnswerScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.answer} = {self.score:.3f}"
+
+
+class ContrastScoring(models.Model):
+    """A PL run's scoring of one contrast set: everything model-dependent that the report's
+    consistency section needs, computed once by the reward_model worker
+    (judges.reward.contrast), so that the report only reads (leaderboard.selectors.contrast).
+
+    Unique per (run, contrast set): a scoring is stored at most once; a done row is never
+    computed again, a failed one (`error` says why) is tried again by the next request. The
+    arrays are stored losslessly as `.npy` bytes (dtype and shape in their header;
+    judges.reward.arrays), so that RewardFusion recomputed from them gives the
+    numbers bit for bit:
+
+    - `scores`: float64 [4 * pairs], h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) of each
+      contrast pair in the set's pair order (ContrastPair id);
+    - `query_vectors`: the embeddings of those four "question\n\nanswer" texts, [4 * pairs, d];
+    - `answer_ids`: int64 [n], the run's scored answers (AnswerScore) in id order, and
+      `answer_vectors` [n, d] the embeddings of their "question\n\nanswer" texts.
+
+    `backbone` is the encoder that embedded them and `temperature` the artifact's fitted T
+    (1.0 when uncalibrated). Like a reference call, a running row is held by the worker whose
+    `lease_token` it carries until `lease_expires_at`; after that another request takes it.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    # Looked up through contrast_scoring_unique, which leads with the run.
+    run = models.ForeignKey(
+        JudgeRun, on_delete=models.CASCADE, related_name="contrast_scorings", db_index=False
+    )
+    contrast_set = models.ForeignKey(ContrastSet, on_delete=models.CASCADE, related_name="scorings")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    backbone = models.CharField(max_length=300, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    pairs = models.PositiveIntegerField(default=0, help_text="Contrast pairs scored.")
+    scores = models.BinaryField(default=b"", blank=True)
+    query_vectors = models.BinaryField(default=b"", blank=True)
+    answer_ids = models.BinaryField(default=b"", blank=True)
+    answer_vectors = models.BinaryField(default=b"", blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_token = models.CharField(max_length=32, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "contrast_set"], name="contrast_scoring_unique"),
+            models.CheckConstraint(
+                condition=~Q(status="done") | Q(finished_at__isnull=False, temperature__gt=0),
+                name="contrast_scoring_done_complete",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"contrast scoring of run {self.run_id}, set {self.contrast_set_id} ({self.status})"
 
 
 class PLTraining(models.Model):

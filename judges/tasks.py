@@ -3,10 +3,10 @@
 Each is made by core.tasks.task (a stable name, late acknowledgement, redelivery when its
 worker dies, no stored result: the call rows are the record; time limits) and takes ids only.
 Queues: LLM calls, fan-out, panel combination and reference writing on llm_judge, the
-reconcilers of calls, PL runs and PL trainings on judge_reconcile, PL training and scoring on
-reward_model, connection tests on default. A dropped database connection is the one error the
-call tasks retry here (the services retry their own writes first; what is left is safe to run
-again).
+reconcilers of calls, PL runs and PL trainings on judge_reconcile, PL training, scoring and
+contrast scoring on reward_model, connection tests on default. A dropped database connection
+is the one error the call tasks retry here (the services retry their own writes first; what is
+left is safe to run again).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from django.db import InterfaceError, OperationalError
 
 from core.queues import Queue
 from core.tasks import task
+from judges.reward.contrast import contrast_scoring_run
 from judges.reward.scoring import pl_run_execute
 from judges.reward.scoring import pl_runs_reconcile as runs_reconcile
 from judges.reward.services import pl_training_execute
@@ -166,6 +167,25 @@ def pl_score_run(run_id: int) -> str:
     with the limit as its reason, and a new run scores again.
     """
     return pl_run_execute(run_id=run_id)
+
+
+@task(
+    name="judges.contrast_score",
+    queue=Queue.REWARD_MODEL,
+    soft_time_limit=PL_SOFT_TIME_LIMIT,
+    time_limit=PL_TIME_LIMIT,
+)
+def contrast_score(run_id: int, contrast_set_id: int) -> str:
+    """Score a contrast set with a done PL run's model and store it for the report
+    (judges.reward.contrast; reward_model queue).
+
+    Limits 2 h soft, 2 h 5 min hard (PL_SOFT_TIME_LIMIT): it embeds every answer the run scored
+    under its question, a text the run's scoring did not embed, so it costs about what scoring
+    the run did (100,000 answers: half an hour). Stopped, the scoring is recorded failed with
+    the limit as its reason; the next request scores again. Its claim's lease
+    (judges.reward.contrast.LEASE_SECONDS) outlasts the hard limit.
+    """
+    return contrast_scoring_run(run_id=run_id, contrast_set_id=contrast_set_id)
 
 
 @task(

@@ -3,7 +3,9 @@
 A run of a PL judge is a judge run like any other. Its worker scores every answer of the run's
 pairs that the judge has not scored yet (batched; `AnswerScore` rows, one per run and answer;
 an answer an earlier run of the same judge scored is copied, not scored again), then writes one
-judge call per pair, shown A first, in one transaction with the run's done status. The model is
+judge call per pair, shown A first, in one transaction with the run's done status. Its last
+step scores the study's latest contrast set for the report (judges.reward.contrast), after the
+run is done, so that a failure there leaves the run's verdicts done. The model is
 order-invariant by construction (each answer is scored alone), which the judge records
 (`Judge.order_invariant`), so one order per pair says everything.
 
@@ -85,6 +87,7 @@ from judges.reward.calibration import (
     likert_from_probability,
     probability_b,
 )
+from judges.reward.contrast import contrast_scoring_after_run
 from judges.reward.data import question_text
 from judges.reward.resend import LostMessage, resend_take, resend_unclaimed
 from judges.services.limits import study_run_place_take
@@ -460,6 +463,10 @@ def _score(run: JudgeRun, token: str) -> str:
             finished_at=timezone.now(),
         )
         return "failed"
+    # The last step, after the run is done: its scores of the study's latest contrast set, for
+    # the report's consistency section. Its failure is the scoring row's, not the run's: the
+    # pair verdicts above stand whatever the contrast set's scoring does.
+    contrast_scoring_after_run(run=run)
     return "done"
 
 

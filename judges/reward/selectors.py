@@ -1,14 +1,19 @@
-"""Reads of PL trainings, each checked against the requesting user."""
+"""Reads of PL trainings, each checked against the requesting user, and of the PL runs' stored
+contrast scorings (for the report, which loads no model)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from annotation.selectors.studies import study_list_for_user
-from judges.models import PLTraining
+from judges.models import ContrastScoring, PLTraining
+from judges.reward.arrays import array_from_bytes
 
 
 def pl_training_list_for_user(*, user: User | AnonymousUser) -> QuerySet[PLTraining]:
@@ -60,3 +65,44 @@ def pl_training_queue_state(*, training: PLTraining) -> str:
         return f"{lost}); {WAITING}"
     ago, late = queued_text(TRAINING_MESSAGE, queued_at=training.queued_at or training.created_at)
     return f"Queued {ago} s ago, {WAITING}{late}"
+
+
+@dataclass(frozen=True)
+class StoredContrastScoring:
+    """A done PL run's stored scoring of a contrast set (judges.models.ContrastScoring), its
+    arrays as they were computed: `scores` float64 [4 * pairs], `query_vectors` [4 * pairs, d],
+    `answer_ids` int64 [n] and `answer_vectors` [n, d]."""
+
+    run_id: int
+    pairs: int
+    scores: np.ndarray
+    query_vectors: np.ndarray
+    answer_ids: np.ndarray
+    answer_vectors: np.ndarray
+    backbone: str
+    temperature: float
+
+
+def contrast_scorings_read(
+    *, contrast_set_id: int, run_ids: Sequence[int]
+) -> dict[int, StoredContrastScoring]:
+    """The done scorings of the contrast set by the runs among `run_ids`, by run id; a run
+    without one (not scored yet, running, failed) is absent. Loads no model."""
+    rows = ContrastScoring.objects.filter(
+        contrast_set_id=contrast_set_id,
+        run_id__in=list(run_ids),
+        status=ContrastScoring.Status.DONE,
+    ).order_by("run_id")
+    return {
+        row.run_id: StoredContrastScoring(
+            run_id=row.run_id,
+            pairs=row.pairs,
+            scores=array_from_bytes(row.scores),
+            query_vectors=array_from_bytes(row.query_vectors),
+            answer_ids=array_from_bytes(row.answer_ids),
+            answer_vectors=array_from_bytes(row.answer_vectors),
+            backbone=row.backbone,
+            temperature=float(row.temperature or 1.0),
+        )
+        for row in rows
+    }

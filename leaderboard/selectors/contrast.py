@@ -5,7 +5,8 @@
 - `consistency_inputs_get`: what the report's consistency section reads besides the votes: the
   study's latest contrast set, its items with the texts the drill-down shows and the votes on
   them (`contrast_inputs_read`), and every PL run's four scores of each contrast pair, plain and
-  after RewardFusion (`score_consistency_read`, which runs the model).
+  after RewardFusion (`score_consistency_read`, which reads the scores and embeddings the run's
+  model stored, judges.reward.contrast, and loads no model).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from annotation.models import (
     System,
 )
 from annotation.services.pairs import first_ranked_answer
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun
+from judges.models import AnswerScore, JudgeCall
+from judges.reward.selectors import contrast_scorings_read
 from leaderboard.selectors.reads import Hasher
 from leaderboard.stats.consistency import (
     DEFAULT_FUSION_DELTA,
@@ -262,79 +264,60 @@ class ScoreJudgeConsistency:
         return score_consistency(np.reshape(self.fused_scores, (-1, 2, 2)), **params)
 
 
-def _answer_text(turns: object) -> str:
-    return "\n\n".join(str(t) for t in turns) if isinstance(turns, list) else ""
-
-
 def score_consistency_read(
     *, study: Study, run_ids: Sequence[int], delta: float = DEFAULT_FUSION_DELTA
 ) -> dict[int, ScoreJudgeConsistency]:
-    """Score the latest contrast set's four combinations with every PL run's model.
+    """Read every PL run's stored scores of the latest contrast set and fuse them.
 
-    For each contrast pair, h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) with the texts
-    the PL model scores (all user turns of the prompt, all turns of the answer). RewardFusion
+    The four scores h(I_A, r_A), h(I_A, r_B), h(I_B, r_A), h(I_B, r_B) of each contrast pair and
+    the embeddings the fusion needs were computed by the run's model on the reward_model worker
+    and stored (judges.reward.contrast, `ContrastScoring`); no model is loaded here. RewardFusion
     (Eq. 4) retrieves, as the paper intends, from other instructions' examples: the pool is the
     run's scored answers of the study (each under its own prompt, with its stored score) minus
     the contrast pairs' own answers, and a query of contrast pair (I_A, I_B) never retrieves an
     answer to I_A or I_B (other answers to the same prompt sit at cosines near 1 and would pull
     the four scores towards each other). Every scored answer is also fused over the answers to
-    other prompts, for the agreement with people with and without fusion. The embedding of an
-    example is that of its "question\n\nanswer" text, with the model's backbone encoder (the
-    default encoder for a Hugging Face checkpoint). What was retrieved (counts, cosines, the
-    same-prompt examples left out) is kept. Runs whose judge is not a PL model, or whose
-    artifact is missing, are left out.
+    other prompts, for the agreement with people with and without fusion. What was retrieved
+    (counts, cosines, the same-prompt examples left out) is kept. Runs without a done scoring of
+    the latest set (not a PL run, not scored yet, or failed: its artifact missing, say) are
+    left out.
     """
-    from judges.reward.artifacts import ArtifactMissing, artifact_load
-    from judges.reward.calibration import artifact_temperature
-    from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
-
     contrast_set = ContrastSet.objects.filter(study=study).order_by("-pk").first()
     if contrast_set is None:
         return {}
     pairs = list(
         ContrastPair.objects.filter(contrast_set=contrast_set)
-        .select_related("prompt_a", "prompt_b", "answer_a", "answer_b")
         .order_by("pk")
+        .values_list("prompt_a_id", "prompt_b_id", "answer_a_id", "answer_b_id")
     )
-    questions, answers = [], []
     pair_of_prompt: dict[int, int] = {}
-    for k, c in enumerate(pairs):
-        q_a, q_b = _answer_text(c.prompt_a.turns), _answer_text(c.prompt_b.turns)
-        r_a, r_b = _answer_text(c.answer_a.turns), _answer_text(c.answer_b.turns)
-        questions += [q_a, q_a, q_b, q_b]
-        answers += [r_a, r_b, r_a, r_b]
-        pair_of_prompt[c.prompt_a_id] = pair_of_prompt[c.prompt_b_id] = k
+    for k, (prompt_a_id, prompt_b_id, _, _) in enumerate(pairs):
+        pair_of_prompt[prompt_a_id] = pair_of_prompt[prompt_b_id] = k
     query_groups = np.repeat(np.arange(len(pairs), dtype=np.int64), 4)
-    own = {x for c in pairs for x in (c.answer_a_id, c.answer_b_id)}
+    own = {x for _, _, answer_a_id, answer_b_id in pairs for x in (answer_a_id, answer_b_id)}
     out: dict[int, ScoreJudgeConsistency] = {}
-    runs = JudgeRun.objects.filter(pk__in=run_ids, judge__kind=Judge.Kind.PL).select_related(
-        "judge"
-    )
-    for run in runs.order_by("pk"):
-        try:
-            model = artifact_load(str(run.judge.params.get("artifact", "")))
-        except (ArtifactMissing, FileNotFoundError, KeyError):
+    stored = contrast_scorings_read(contrast_set_id=contrast_set.pk, run_ids=run_ids)
+    for run_id, scoring in sorted(stored.items()):
+        if scoring.scores.shape != (4 * len(pairs),):
             continue
-        scores = np.asarray(model.score(questions, answers), dtype=np.float64)
-        backbone = str(model.metadata.get("backbone") or DEFAULT_BACKBONE)
+        scores, queries = scoring.scores, scoring.query_vectors
+        row_of = {int(answer_id): k for k, answer_id in enumerate(scoring.answer_ids.tolist())}
+        # The run's scored answers that were embedded (all of them: a run's scores are complete
+        # once it is done, before it scores a contrast set).
         scored = [
-            (answer_id, prompt_id, f"{_answer_text(q)}\n\n{_answer_text(a)}", score)
-            for answer_id, prompt_id, q, a, score in AnswerScore.objects.filter(run=run)
+            (answer_id, prompt_id, score)
+            for answer_id, prompt_id, score in AnswerScore.objects.filter(run_id=run_id)
             .order_by("answer_id")
-            .values_list(
-                "answer_id", "answer__prompt_id", "answer__prompt__turns", "answer__turns", "score"
-            )
+            .values_list("answer_id", "answer__prompt_id", "score")
+            if answer_id in row_of
         ]
-        queries = embed_texts(
-            [f"{q}\n\n{a}" for q, a in zip(questions, answers, strict=True)], backbone=backbone
-        )
         vectors = (
-            embed_texts([text for _, _, text, _ in scored], backbone=backbone)
+            scoring.answer_vectors[[row_of[answer_id] for answer_id, _, _ in scored]]
             if scored
             else np.empty((0, queries.shape[1]))
         )
         all_scores = np.array([score for *_, score in scored], dtype=np.float64)
-        prompt_ids = np.array([prompt_id for _, prompt_id, _, _ in scored], dtype=np.int64)
+        prompt_ids = np.array([prompt_id for _, prompt_id, _ in scored], dtype=np.int64)
         # A pool example's group: its prompt's contrast pair, else a group of its own prompt.
         train_groups = np.array(
             [pair_of_prompt.get(int(p), len(pairs) + int(p)) for p in prompt_ids], dtype=np.int64
@@ -364,7 +347,7 @@ def score_consistency_read(
             if scored
             else None
         )
-        out[run.pk] = ScoreJudgeConsistency(
+        out[run_id] = ScoreJudgeConsistency(
             scores=tuple(scores.tolist()),
             fused_scores=tuple(fused.scores.tolist()),
             delta=delta,
@@ -373,7 +356,7 @@ def score_consistency_read(
             answer_retrieval=fusion_retrieval(fused_all, pool=len(scored))
             if fused_all is not None
             else None,
-            temperature=artifact_temperature(model.metadata) or 1.0,
+            temperature=scoring.temperature,
             answer_scores=dict(zip(answer_ids, all_scores.tolist(), strict=True)),
             fused_answer_scores=dict(
                 zip(
@@ -416,7 +399,8 @@ def no_consistency_inputs() -> ConsistencyInputs:
 
 
 def consistency_inputs_get(*, study: Study, run_ids: Sequence[int]) -> ConsistencyInputs:
-    """Read the contrast items and score the contrast pairs with the PL runs among `run_ids`."""
+    """Read the contrast items and the stored scores of the contrast pairs by the PL runs among
+    `run_ids`."""
     return ConsistencyInputs(
         contrast=contrast_inputs_read(study=study, run_ids=run_ids),
         scores=score_consistency_read(study=study, run_ids=run_ids),

@@ -13,7 +13,7 @@ from django.db import connection
 
 from annotation.models import Answer, HumanJudgment, Pair, Study, System, Worker
 from annotation.models import RowDeletions as AnnotationRowDeletions
-from judges.models import AnswerScore, JudgeCall, JudgeRun, ReferenceCall
+from judges.models import AnswerScore, ContrastScoring, JudgeCall, JudgeRun, ReferenceCall
 from judges.models import RowDeletions as JudgesRowDeletions
 from leaderboard.models import ReportSnapshot
 from leaderboard.selectors.frames import StudyVotes
@@ -99,6 +99,7 @@ def fingerprint_sql() -> str:
         "call": JudgeCall._meta.db_table,
         "score": AnswerScore._meta.db_table,
         "reference": ReferenceCall._meta.db_table,
+        "contrast_scoring": ContrastScoring._meta.db_table,
     }
     deleted = {
         name: f"(SELECT deletions FROM {counters._meta.db_table} "
@@ -134,6 +135,14 @@ def fingerprint_sql() -> str:
         for flag in ("excluded", "NOT excluded")
     )
 
+    # The PL runs' done contrast scorings (judges.reward.contrast), what the consistency
+    # section reads: a few rows per run, listed by id, so a scoring that is stored (done), or
+    # deleted with its run or its contrast set, changes the text; no deletion counter needed.
+    # A pending, running or failed scoring is not read by the report, so it changes nothing.
+    contrast_scorings = f"""(SELECT string_agg(c.id::text, ',' ORDER BY c.id)
+        FROM {tables["run"]} r JOIN {tables["contrast_scoring"]} c ON c.run_id = r.id
+        WHERE r.study_id = %(study)s AND c.status = 'done')"""
+
     return f"""
         SELECT
           {latest_child_sql(tables["pair"], "study_id", "%(study)s")},
@@ -152,7 +161,8 @@ def fingerprint_sql() -> str:
           {latest_score},
           {deleted["score"]},
           {latest_child_sql(tables["reference"], "study_id", "%(study)s")},
-          (SELECT max(finished_at) FROM {tables["reference"]} WHERE study_id = %(study)s)
+          (SELECT max(finished_at) FROM {tables["reference"]} WHERE study_id = %(study)s),
+          {contrast_scorings}
     """
 
 
@@ -161,8 +171,9 @@ def study_data_fingerprint(*, study: Study) -> str:
     of its pairs, answers, judgments, judge calls and answer scores, each run's latest finished
     call, its runs with their statuses, its excluded workers, the deletion counters of those
     tables, and its reference ledger's latest row and latest finished row (a reference written,
-    or its request paid, changes what reference-guided judges cost), in one statement of index
-    lookups that does not grow with the study.
+    or its request paid, changes what reference-guided judges cost), and its PL runs' done contrast
+    scorings (a scoring stored changes the consistency section), in one
+    statement of index lookups that does not grow with the study.
 
     A row added, finished or excluded changes it; so does a run changing status, and a row
     deleted anywhere (the counters are kept by statement-level triggers, see

@@ -5,6 +5,8 @@ questions are embedded with the PL model's sentence encoder (`judges.reward.enco
 per text and backbone), paired by `leaderboard.stats.consistency.contrast_pairs_select`, and the
 result is stored through annotation's `contrast_set_store` (leaderboard writes no annotation
 table itself). Items for workers and pairwise judges then come from the "contrast" pair strategy.
+Once stored, each done PL run of the study scores the set on the reward_model worker, queued
+after commit through judges' `contrast_scorings_queue` (the report reads those scores).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from annotation.services.contrast import (
     contrast_set_store,
 )
 from core.errors import ApplicationError
+from judges.reward.contrast import contrast_scorings_queue
 from judges.reward.encoder import DEFAULT_BACKBONE, embed_texts
 from leaderboard.selectors.contrast import best_answers_choose
 from leaderboard.stats.consistency import DEFAULT_WINDOW, ContrastSelection, contrast_pairs_select
@@ -64,7 +67,8 @@ def contrast_set_build(
 
     Only prompts with a best answer take part. Embedding happens before any transaction (and
     `progress` is told how many distinct questions are embedded, as embed_texts tells it); the
-    store is one transaction (all pairs or none).
+    store is one transaction (all pairs or none). Then the scoring of the set by each done PL
+    run of the study that has not scored it is queued once the caller's transaction commits.
     """
     if system is not None and system.study_id != study.pk:
         raise ContrastBuildError(f"System {system} does not belong to study {study.slug}.")
@@ -103,4 +107,7 @@ def contrast_set_build(
         backbone=backbone,
         pairs=specs,
     )
+    # The study's done PL runs score the set on the reward_model worker (the report only reads
+    # their scores); a set found already stored queues only the scorings still missing.
+    contrast_scorings_queue(study=study)
     return ContrastBuild(stored, selection, len(prompts), left_out, message)

@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from annotation.models import (
     Answer,
+    ContrastSet,
     HumanJudgment,
     Pair,
     PayEntry,
@@ -27,7 +28,15 @@ from annotation.models import (
     Worker,
 )
 from annotation.services.pairs import pairs_generate
-from judges.models import AnswerScore, Judge, JudgeCall, JudgeRun, ReferenceCall, template_hash
+from judges.models import (
+    AnswerScore,
+    ContrastScoring,
+    Judge,
+    JudgeCall,
+    JudgeRun,
+    ReferenceCall,
+    template_hash,
+)
 from tests.conftest import PASSWORD, Cast
 from tests.factories import make_assignment, make_pair, make_prompt_with_answers
 
@@ -84,6 +93,12 @@ def rows(cast: Cast) -> Pair:
     AnswerScore.objects.create(run=run, answer=pair.answer_a, score=0.5)
     ReferenceCall.objects.create(
         study=cast.study, prompt=pair.prompt, judge=judge, idempotency_key="admin-ref"
+    )
+    contrast_set = ContrastSet.objects.create(
+        study=cast.study, low=0.75, high=0.9, best=ContrastSet.Best.FIRST_RANKED, backbone="b"
+    )
+    ContrastScoring.objects.create(
+        run=run, contrast_set=contrast_set, status=ContrastScoring.Status.FAILED, error="gone"
     )
     return pair
 

@@ -32,6 +32,7 @@ NAMES = {
     "judges.pl_score_run",
     "judges.pl_train",
     "judges.pl_trainings_reconcile",
+    "judges.contrast_score",  # added since (issue 24 part 4, contrast scoring as a PL run step)
     "judges.references_write",  # added since (issue 28, references written in a worker)
     "judges.run_fan_out",
     "leaderboard.export_build",

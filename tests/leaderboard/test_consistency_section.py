@@ -26,6 +26,7 @@ from annotation.services.contrast import ContrastPairSpec, contrast_set_store
 from annotation.services.pairs import pairs_generate
 from judges.models import AnswerScore
 from judges.reward import artifacts
+from judges.reward.contrast import contrast_scoring_run
 from judges.reward.scoring import pl_run_execute
 from judges.services.runs import judge_run_start
 from leaderboard.report.consistency import (
@@ -282,6 +283,11 @@ def test_a_pl_judge_gets_c_res_and_c_ins_from_its_four_scores_with_and_without_f
         for p, q in zip(prompts[0:8:2], prompts[1:8:2], strict=True)
     ]
     store(cast.study, specs)
+    # The run was done before the set existed: the reward_model worker scores it now (queued
+    # when a set is built; here at once), and the report reads what it stored.
+    assert score_consistency_read(study=cast.study, run_ids=[run.pk]) == {}
+    contrast_set = ContrastSet.objects.get(study=cast.study)
+    assert contrast_scoring_run(run_id=run.pk, contrast_set_id=contrast_set.pk) == "done"
 
     found = score_consistency_read(study=cast.study, run_ids=[run.pk])[run.pk]
     stored = dict(AnswerScore.objects.filter(run=run).values_list("answer_id", "score"))

@@ -184,6 +184,7 @@ FINGERPRINT_INDEXES = {
     "judges_judgecall": {"call_run_id", "call_run_finished"},
     "judges_answerscore": {"score_run_id"},
     "judges_referencecall": {"reference_call_study_id", "reference_call_study_finished"},
+    "judges_contrastscoring": {"contrast_scoring_unique"},
 }
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from annotation.models import ContrastPair, Pair
 from annotation.services.demo import demo_setup
-from judges.models import JudgeCall, JudgeRun, PLTraining
+from judges.models import ContrastScoring, JudgeCall, JudgeRun, PLTraining
 from judges.reward.demo import DEMO_PL_NAME, demo_pl_model_queue
 from judges.reward.scoring import pl_run_execute
 from judges.reward.services import pl_training_execute
@@ -36,6 +36,9 @@ def test_the_demo_queues_its_pl_model_once_and_the_model_runs_on_the_study_when_
     run = JudgeRun.objects.get(judge=training.judge)  # started by the training
     assert pl_run_execute(run_id=run.pk) == "done"
     assert JudgeCall.objects.filter(run=run).count() == study.pairs.count()
+    # The contrast set was built first, so the run scored it as its last step, for the report.
+    scoring = ContrastScoring.objects.get(run=run)
+    assert (scoring.status, scoring.pairs) == (ContrastScoring.Status.DONE, 3)
     # The Consistency section has the model's C_res over the 3 contrast pairs, one comparison
     # each (Eq. 2), and over both directions as a named extra.
     plain = score_consistency_read(study=study, run_ids=[run.pk])[run.pk].plain()

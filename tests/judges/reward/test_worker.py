@@ -1,4 +1,5 @@
-"""A real Celery worker on the reward_model queue trains a PL model and scores a study."""
+"""A real Celery worker on the reward_model queue trains a PL model, scores a study and its
+contrast set."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from django.conf import LazySettings
 from django.core.management import call_command
 
-from judges.models import JudgeCall, JudgeRun, PLTraining
+from judges.models import ContrastScoring, JudgeCall, JudgeRun, PLTraining
 from judges.reward.services import (
     TrainingRequest,
     pl_training_retry,
@@ -18,6 +19,7 @@ from judges.reward.services import (
     pl_trainings_reconcile,
 )
 from judges.services.runs import judge_run_start
+from leaderboard.services.contrast import contrast_set_build
 from tests.conftest import Cast
 from tests.judges.integration import WorkerProcess, broker_purge, wait_for, worker_start
 from tests.judges.reward.conftest import ranked_study
@@ -77,6 +79,16 @@ def test_the_command_trains_on_a_worker_and_a_run_scores_the_study(
         worker.text,
     )
     assert JudgeCall.objects.filter(run=run, status="done").count() == len(pairs) == 48
+    # A contrast set built now (the build commits at once here) sends the run's scoring of it
+    # to the worker, which stores it for the report.
+    contrast_set = contrast_set_build(study=cast.study, low=-1.0, high=1.0).stored.contrast_set
+    wait_for(
+        lambda: ContrastScoring.objects.filter(
+            run=run, contrast_set=contrast_set, status=ContrastScoring.Status.DONE
+        ).exists(),
+        60,
+        worker.text,
+    )
 
 
 def test_a_worker_killed_mid_training_leaves_it_failed_then_a_retry_finishes_it(
