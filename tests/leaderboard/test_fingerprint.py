@@ -181,7 +181,16 @@ FINGERPRINT_INDEXES = {
     "annotation_answer": {"answer_system_id"},
     "annotation_humanjudgment": {"judgment_study_id"},
     "annotation_worker": {"worker_study_excluded", "worker_unique_external_id"},
-    "judges_judgecall": {"call_run_id", "call_run_finished"},
+    # Any index that leads with the run is one step per run. Which of them the planner takes
+    # depends on the table's statistics: after earlier tests wrote and rolled back hundreds of
+    # calls (tests/judges/reward), an unanalysed table can send it to call_run_status or to the
+    # foreign key's own index; at scale the buffers test below checks the read stays small.
+    "judges_judgecall": {
+        "call_run_id",
+        "call_run_finished",
+        "call_run_status",
+        "judges_judgecall_run_id_826ba70d",
+    },
     "judges_answerscore": {"score_run_id"},
     "judges_referencecall": {"reference_call_study_id", "reference_call_study_finished"},
     "judges_contrastscoring": {"contrast_scoring_unique"},
