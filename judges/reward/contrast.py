@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
@@ -40,6 +39,7 @@ from core.queues import Queue
 from core.tasks import failure_reason
 from judges.models import AnswerScore, ContrastScoring, Judge, JudgeRun
 from judges.reward.arrays import array_bytes
+from judges.reward.selectors import ContrastScores
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +55,6 @@ LEASE_SECONDS = 7800
 def turns_text(turns: object) -> str:
     """All turns of a prompt or an answer joined by blank lines, as the PL model reads them."""
     return "\n\n".join(str(t) for t in turns) if isinstance(turns, list) else ""
-
-
-@dataclass(frozen=True)
-class ContrastScores:
-    """What one run's model gives a contrast set (see judges.models.ContrastScoring)."""
-
-    pairs: int
-    scores: np.ndarray
-    query_vectors: np.ndarray
-    answer_ids: np.ndarray
-    answer_vectors: np.ndarray
-    backbone: str
-    temperature: float
 
 
 def contrast_scores_compute(*, run: JudgeRun, contrast_set: ContrastSet) -> ContrastScores:

@@ -68,12 +68,11 @@ def pl_training_queue_state(*, training: PLTraining) -> str:
 
 
 @dataclass(frozen=True)
-class StoredContrastScoring:
-    """A done PL run's stored scoring of a contrast set (judges.models.ContrastScoring), its
-    arrays as they were computed: `scores` float64 [4 * pairs], `query_vectors` [4 * pairs, d],
-    `answer_ids` int64 [n] and `answer_vectors` [n, d]."""
+class ContrastScores:
+    """What one PL run's model gives a contrast set (judges.models.ContrastScoring): `scores`
+    float64 [4 * pairs], `query_vectors` [4 * pairs, d], `answer_ids` int64 [n] and
+    `answer_vectors` [n, d], as computed (judges.reward.contrast) and as stored."""
 
-    run_id: int
     pairs: int
     scores: np.ndarray
     query_vectors: np.ndarray
@@ -85,7 +84,7 @@ class StoredContrastScoring:
 
 def contrast_scorings_read(
     *, contrast_set_id: int, run_ids: Sequence[int]
-) -> dict[int, StoredContrastScoring]:
+) -> dict[int, ContrastScores]:
     """The done scorings of the contrast set by the runs among `run_ids`, by run id; a run
     without one (not scored yet, running, failed) is absent. Loads no model."""
     rows = ContrastScoring.objects.filter(
@@ -94,8 +93,7 @@ def contrast_scorings_read(
         status=ContrastScoring.Status.DONE,
     ).order_by("run_id")
     return {
-        row.run_id: StoredContrastScoring(
-            run_id=row.run_id,
+        row.run_id: ContrastScores(
             pairs=row.pairs,
             scores=array_from_bytes(row.scores),
             query_vectors=array_from_bytes(row.query_vectors),

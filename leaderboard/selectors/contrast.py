@@ -393,11 +393,6 @@ class ConsistencyInputs:
         digest.update(self.digest().encode())
 
 
-def no_consistency_inputs() -> ConsistencyInputs:
-    """The consistency inputs of a study without contrast items or score judges."""
-    return ConsistencyInputs(ContrastInputs(None, None, None, "", "", 0, {}), {})
-
-
 def consistency_inputs_get(*, study: Study, run_ids: Sequence[int]) -> ConsistencyInputs:
     """Read the contrast items and the stored scores of the contrast pairs by the PL runs among
     `run_ids`."""
