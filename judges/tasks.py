@@ -212,7 +212,8 @@ def pl_trainings_reconcile() -> int:
     time_limit=58,
 )
 def pl_runs_reconcile() -> int:
-    """Queue again the PL runs whose scoring worker stopped (run by Celery beat).
+    """Queue again the PL runs, and the contrast scorings, whose worker stopped or whose message
+    was lost (run by Celery beat).
 
     Limits 50 s soft, 58 s hard: due again every CONCORD_REWARD_RECONCILE_SECONDS (60), each run
     taken back by a conditional UPDATE of its own.

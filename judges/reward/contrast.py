@@ -14,7 +14,10 @@ When it runs:
   set; a failure here is recorded on the scoring row, the run's pair verdicts stay done;
 - when a contrast set is built (leaderboard.services.contrast.contrast_set_build), for every
   done PL run of the study, queued after commit (:func:`contrast_scorings_queue`, the task
-  `judges.contrast_score`).
+  `judges.contrast_score`);
+- by the PL runs' reconciler (:func:`contrast_scorings_reconcile`), for a scoring whose worker
+  died (running past its lease) and for one whose message was lost (no row, the set and the
+  run older than the grace period), once the reward_model queue is empty.
 
 A row is claimed by one conditional UPDATE (pending or failed, or running with a lease that ran
 out) that writes a fresh token; the model works outside any transaction; the result, or the
@@ -26,15 +29,16 @@ from __future__ import annotations
 
 import logging
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from annotation.models import ContrastPair, ContrastSet, Study
-from core.broker import BrokerUnavailable, task_send
+from core.broker import BrokerUnavailable, queue_length, task_send
 from core.queues import Queue
 from core.tasks import failure_reason
 from judges.models import AnswerScore, ContrastScoring, Judge, JudgeRun
@@ -240,3 +244,67 @@ def contrast_scorings_queue(*, study: Study) -> list[int]:
     for run_id in run_ids:
         transaction.on_commit(lambda run_id=run_id: _send(run_id, set_id))  # type: ignore[misc]
     return run_ids
+
+
+def _lost(now: datetime) -> list[tuple[int, int]]:
+    """(run, set) of the scorings whose work was lost: running past the lease (the worker died:
+    the lease outlasts the task's hard limit), or never started though the study's latest set
+    and a done PL run have both been there for the grace period (the message was refused or
+    lost). A failed scoring is not among them: it has its reason, and building the set again
+    tries it again."""
+    before = now - timedelta(seconds=settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS)
+    dead = list(
+        ContrastScoring.objects.filter(
+            status=ContrastScoring.Status.RUNNING, lease_expires_at__lt=now
+        ).values_list("run_id", "contrast_set_id")
+    )
+    latest = ContrastSet.objects.filter(study_id=OuterRef("study_id")).order_by("-pk")
+    never = list(
+        JudgeRun.objects.filter(
+            status=JudgeRun.Status.DONE, judge__kind=Judge.Kind.PL, finished_at__lt=before
+        )
+        .annotate(latest_set=latest.values("pk")[:1], latest_at=latest.values("created_at")[:1])
+        .filter(latest_set__isnull=False, latest_at__lt=before)
+        .exclude(
+            Exists(
+                ContrastScoring.objects.filter(
+                    run_id=OuterRef("pk"), contrast_set_id=OuterRef("latest_set")
+                )
+            )
+        )
+        .values_list("pk", "latest_set")
+    )
+    return sorted(set(dead) | set(never))
+
+
+def contrast_scorings_reconcile(*, now: datetime | None = None) -> int:
+    """Queue again the contrast scorings whose work was lost (:func:`_lost`); return how many
+    were sent.
+
+    Nothing is sent while messages wait in the reward_model queue (the lost scoring's own may be
+    among them, behind a long training). A message sent twice stores one scoring: the second
+    finds the row claimed or done and does nothing.
+    """
+    now = now or timezone.now()
+    lost = _lost(now)
+    if not lost:
+        return 0
+    waiting = queue_length(Queue.REWARD_MODEL)
+    if waiting:
+        logger.info(
+            "contrast scoring reconciler: %d messages still wait in the reward_model queue; "
+            "%d lost scorings not sent again",
+            waiting,
+            len(lost),
+        )
+        return 0
+    sent = 0
+    for run_id, set_id in lost:
+        try:
+            task_send(TASK_CONTRAST_SCORE, args=[run_id, set_id], queue=Queue.REWARD_MODEL)
+        except BrokerUnavailable:
+            logger.warning("contrast scoring of run %s not sent again: the broker refused", run_id)
+            break
+        sent += 1
+    logger.warning("contrast scoring reconciler: %d lost scorings sent again", sent)
+    return sent

@@ -87,7 +87,7 @@ from judges.reward.calibration import (
     likert_from_probability,
     probability_b,
 )
-from judges.reward.contrast import contrast_scoring_after_run
+from judges.reward.contrast import contrast_scoring_after_run, contrast_scorings_reconcile
 from judges.reward.data import question_text
 from judges.reward.resend import LostMessage, resend_take, resend_unclaimed
 from judges.services.limits import study_run_place_take
@@ -483,7 +483,8 @@ def pl_runs_reconcile() -> int:
     broker that refuses leaves it for the next round), then marked re-queued only while the
     same lease still holds it; a run that used its last attempt is failed instead, with the
     reason in its note. Safe to run twice at once: a second copy of the message finds the run
-    claimed and does nothing.
+    claimed and does nothing. Last, the contrast scorings whose work was lost are sent again
+    (judges.reward.contrast.contrast_scorings_reconcile).
     """
     now = timezone.now()
     expired = list(
@@ -525,7 +526,7 @@ def pl_runs_reconcile() -> int:
         )
     if changed:
         logger.warning("PL runs reconciler: %d runs whose worker was lost queued again", changed)
-    return changed + resend_unclaimed(RUN_MESSAGE, now)
+    return changed + resend_unclaimed(RUN_MESSAGE, now) + contrast_scorings_reconcile(now=now)
 
 
 def last_queued_at() -> Func:

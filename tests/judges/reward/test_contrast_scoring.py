@@ -7,23 +7,29 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from django.conf import LazySettings
+from django.utils import timezone
 
 from annotation.models import Answer, ContrastPair, ContrastSet, Prompt, Study
 from annotation.services.contrast import ContrastPairSpec, contrast_set_store
+from core.broker import task_send
+from core.queues import Queue
 from judges import tasks
 from judges.models import AnswerScore, ContrastScoring, Judge, JudgeRun
 from judges.reward import artifacts
 from judges.reward.contrast import (
     LEASE_SECONDS,
     TASK_CONTRAST_SCORE,
+    contrast_scoring_claim,
     contrast_scoring_run,
 )
-from judges.reward.scoring import pl_run_execute
+from judges.reward.scoring import pl_run_execute, pl_runs_reconcile
 from judges.services.runs import judge_run_start
 from leaderboard.selectors.contrast import ScoreJudgeConsistency, score_consistency_read
 from leaderboard.selectors.snapshots import study_data_fingerprint
@@ -299,6 +305,60 @@ def test_a_failed_scoring_records_its_reason_and_leaves_the_run_out_of_the_repor
     assert scored.run.status == JudgeRun.Status.DONE
     assert contrast_scoring_run(run_id=scored.run.pk, contrast_set_id=contrast_set.pk) == "failed"
     assert ContrastScoring.objects.get().attempts == 2
+
+
+def _past(scored: Scored, contrast_set: ContrastSet, settings: LazySettings) -> None:
+    """The run and the set older than the grace period a message has to reach a worker."""
+    past = timezone.now() - timedelta(
+        seconds=settings.CONCORD_REWARD_SCORE_QUEUED_GRACE_SECONDS + 1
+    )
+    JudgeRun.objects.filter(pk=scored.run.pk).update(finished_at=past)
+    ContrastSet.objects.filter(pk=contrast_set.pk).update(created_at=past)
+
+
+def test_the_reconciler_sends_again_a_scoring_whose_message_was_lost_or_whose_worker_died(
+    cast: Cast, reward_dirs: Path, broker: str, settings: LazySettings
+) -> None:
+    scored = _trained_run(cast)
+    # Stored without the build's message: as if the broker had refused it.
+    contrast_set = _contrast_set(cast.study)
+    # Within the grace period the message may still be on its way: nothing is sent.
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+    _past(scored, contrast_set, settings)
+    assert pl_runs_reconcile() == 1
+    assert queued(broker) == [(TASK_CONTRAST_SCORE, [scored.run.pk, contrast_set.pk])]
+    # A worker takes the message and dies holding the row: nothing is sent while the lease
+    # holds, the scoring once it has run out, and the message's worker stores it.
+    assert contrast_scoring_claim(run_id=scored.run.pk, contrast_set_id=contrast_set.pk)
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+    ContrastScoring.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert pl_runs_reconcile() == 1
+    assert queued(broker) == [(TASK_CONTRAST_SCORE, [scored.run.pk, contrast_set.pk])]
+    assert tasks.contrast_score(scored.run.pk, contrast_set.pk) == "done"
+    assert ContrastScoring.objects.get().attempts == 2
+    # Done: never sent again.
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
+
+
+def test_the_reconciler_leaves_a_failed_scoring_and_waits_for_a_busy_reward_queue(
+    cast: Cast, reward_dirs: Path, broker: str, settings: LazySettings
+) -> None:
+    scored = _trained_run(cast)
+    contrast_set = _contrast_set(cast.study)
+    _past(scored, contrast_set, settings)
+    # A message waits in the reward_model queue (a training, say): the lost scoring's own
+    # message may be behind it, so nothing is sent.
+    task_send("judges.pl_train", args=[0], queue=Queue.REWARD_MODEL)
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == [("judges.pl_train", [0])]
+    # A failed scoring has its reason on the row: the reconciler does not try it again.
+    artifacts.artifact_remove(str(scored.judge.params["artifact"]))
+    assert contrast_scoring_run(run_id=scored.run.pk, contrast_set_id=contrast_set.pk) == "failed"
+    assert pl_runs_reconcile() == 0
+    assert queued(broker) == []
 
 
 def test_the_scoring_lease_outlasts_the_tasks_hard_time_limit() -> None:
