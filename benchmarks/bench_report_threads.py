@@ -4,13 +4,12 @@ at a time run one task after another, in the same process, on the same rows.
     DJANGO_SETTINGS_MODULE=config.settings.test PYTHONPATH=. \\
         python benchmarks/bench_report_threads.py [--judgments N] [--calls N] [--repeat K]
 
-The report runs its independent parts in threads (leaderboard/parallel.py) at four places:
+The report runs its independent parts in threads (leaderboard/parallel.py) at three places:
 
 - ``frames``: the vote frames' reads of pairs, people's votes and calls, each on its own
   connection (leaderboard/selectors/frames.py);
 - ``reads``: the votes beside the sections' declared reads, heavy reads on connections of their
   own (leaderboard/selectors/section_reads.py, reads_get);
-- ``hash``: the data hash beside the sections' computation (leaderboard/services/reports.py);
 - ``sections``: the sections whose compute releases Python's lock (the Elo kernel) beside the
   others (leaderboard/report/document.py).
 
@@ -41,7 +40,6 @@ from benchmarks.bench_report import bench_database_url, fill, recreate_database 
 POOLS = {
     "frames": "leaderboard.selectors.frames",
     "reads": "leaderboard.selectors.section_reads",
-    "hash": "leaderboard.services.reports",
     "sections": "leaderboard.report.document",
 }
 
