@@ -162,7 +162,7 @@ def side(env: dict[str, str], *args: str, timeout: float = 1800) -> dict[str, An
     """Run benchmarks/label_studio_side.py in Label Studio's venv; its JSON line."""
     done = subprocess.run(
         [str(VENV / "bin" / "python"), str(ROOT / "benchmarks" / "label_studio_side.py"), *args],
-        env=env, capture_output=True, text=True, timeout=timeout,
+        env=env, capture_output=True, text=True, timeout=timeout, cwd=package_dir(),
     )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"label_studio_side.py {args[0]} failed: {done.stderr[-1500:]}")
@@ -182,6 +182,9 @@ class LabelStudioServer(GunicornProcess):
              "--workers", str(workers), "--worker-class", "sync", "--timeout", "1800",
              "--chdir", str(package_dir()), "core.wsgi:application"],
             env=env,
+            # Started from Concord's root, gunicorn put it on the path, and Concord's core/
+            # hid Label Studio's core (its WSGI module).
+            cwd=package_dir(),
         )  # fmt: skip
 
 

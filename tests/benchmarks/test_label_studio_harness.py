@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.db import connection
 
@@ -116,6 +117,36 @@ def test_label_studio_gets_its_database_and_no_outbound_reporting_and_nothing_el
     assert env["SENTRY_DSN"] == env["FRONTEND_SENTRY_DSN"] == ""
     assert env["PYTHONPATH"].endswith("site-packages/label_studio")
     assert "DATABASE_URL" not in env and "CELERY_BROKER_URL" not in env
+
+
+def test_label_studios_server_imports_its_own_core_package_not_concords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Label Studio's Django project has a top-level package `core` (its WSGI module is
+    core.wsgi), as Concord has. Started from Concord's root, gunicorn found Concord's core and
+    no worker booted ("No module named 'core.wsgi'"). A stand-in package with a core.wsgi of its
+    own, under Concord's pinned gunicorn, must be the one served."""
+    package = tmp_path / "venv/lib/python3.11/site-packages/label_studio"
+    (package / "core").mkdir(parents=True)
+    (package / "core/__init__.py").write_text("")
+    (package / "core/wsgi.py").write_text(
+        "def application(environ, start_response):\n"
+        "    start_response('200 OK', [('Content-Type', 'text/plain')])\n"
+        "    return [b'label studio core']\n"
+    )
+    (tmp_path / "venv/bin").mkdir()
+    (tmp_path / "venv/bin/gunicorn").symlink_to(Path(sys.executable).parent / "gunicorn")
+    monkeypatch.setattr(bench_label_studio, "VENV", tmp_path / "venv")
+    monkeypatch.chdir(ROOT)
+    env = bench_label_studio.label_studio_env(
+        "postgres://bench@127.0.0.1:5432/concord_ls", tmp_path / "data"
+    )
+    server = bench_label_studio.LabelStudioServer(env=env, workers=1, log=tmp_path / "gunicorn.log")
+    try:
+        server.wait(timeout=60)
+        assert httpx.get(server.base + "/health/", timeout=5).text == "label studio core"
+    finally:
+        server.stop()
 
 
 def test_run_all_only_ls_without_label_studio_and_no_install_says_it_was_skipped(
