@@ -3,8 +3,11 @@
 Each figure is measured in a new process that does what a gunicorn worker does: import
 config.wsgi (Django set up, URLs loaded), then answer its first request (the log-in page, through
 every middleware), then report its resident memory (VmRSS). The baseline process first imports
-the analysis views and API, as the URL configuration did before core/lazyviews.py (and with
-them pandas, scipy and numba). Prints one JSON object per mode.
+the analysis views and API, as the URL configuration did before core/lazyviews.py, and the
+libraries those imports pulled in until the pages stopped needing them (74ce4f1): pandas,
+scipy.stats, pyarrow and the compiled Elo kernel with numba. Importing the views alone no longer
+loads any of them, so without the libraries the baseline would measure nothing of what a worker
+used to hold. Prints one JSON object per mode.
 
     DATABASE_URL=... .venv/bin/python benchmarks/bench_web.py
 """
@@ -26,6 +29,7 @@ if sys.argv[1] == "eager":
     import django
     django.setup()
     import leaderboard.api, leaderboard.views, leaderboard.views_followup  # the former imports
+    import pandas, pyarrow, scipy.stats, leaderboard.stats.elo_kernel  # what they pulled in
 import config.wsgi
 ready = time.perf_counter()
 from django.test import Client
@@ -34,7 +38,7 @@ first = time.perf_counter()
 Client().get("/accounts/login/")
 second = time.perf_counter()
 rss = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:"))
-heavy = sorted(m for m in ("scipy", "numba", "pandas") if m in sys.modules)
+heavy = sorted(m for m in ("scipy", "numba", "pandas", "pyarrow") if m in sys.modules)
 print(json.dumps({"mode": sys.argv[1], "status": response.status_code,
                   "boot_s": ready - began, "first_request_s": first - ready,
                   "second_request_s": second - first, "rss_mb": rss / 1024, "heavy": heavy}))

@@ -286,7 +286,7 @@ def web_rows(quick: bool, timeout: float, env: dict[str, str]) -> list[Row]:
         Row(
             "web worker: resident memory",
             f"{lean['rss_mb']:.0f} MB, heavy libraries: {lean['heavy'] or 'none'}",
-            f"{eager['rss_mb']:.0f} MB with {', '.join(eager['heavy'])}",
+            f"{eager['rss_mb']:.0f} MB with {', '.join(eager['heavy']) or 'none'}",
             _ratio(eager["rss_mb"], lean["rss_mb"]) + " less",
         ),
     ]
