@@ -280,15 +280,19 @@ def timed_report(
     baseline, time each the straightforward way too, in this same process."""
     from annotation.models import Study
     from benchmarks.report_baseline import baseline
+    from leaderboard.report.document import report_libraries_load
     from leaderboard.selectors.frames import VoteFilters, study_votes_get
     from leaderboard.selectors.snapshots import votes_data_hash
     from leaderboard.services import reports
-    from leaderboard.stats.elo import elo_kernel_warm
 
-    # Load (or compile) the Elo kernels first, so that neither run pays it below.
+    # Load (or compile) the Elo kernels and import the analysis libraries first, as the
+    # analysis worker does as it starts, so that neither run pays for them below.
     start = time.perf_counter()
-    elo_kernel_warm()
-    print(f"  (numba kernels loaded, once per process: {time.perf_counter() - start:.2f} s)")
+    report_libraries_load()
+    print(
+        f"  (numba kernels and analysis libraries loaded, once per process: "
+        f"{time.perf_counter() - start:.2f} s)"
+    )
 
     study = Study.objects.get(pk=study_id)
     params = reports.ReportParams(

@@ -107,9 +107,9 @@ def main() -> int:
             judgments=args.judgments, calls=args.calls, judges=args.judges, seed=args.seed
         )
         from leaderboard.report.base import ReportParams
-        from leaderboard.stats.elo import elo_kernel_warm
+        from leaderboard.report.document import report_libraries_load
 
-        elo_kernel_warm()
+        report_libraries_load()
         params = ReportParams(
             seed=args.seed, ci_rounds=args.rounds, elo_rounds=args.rounds, bt_rounds=args.rounds
         )

@@ -13,10 +13,10 @@ from celery.signals import worker_process_init
 
 from core.queues import Queue
 from core.tasks import task
+from leaderboard.report.document import report_libraries_load
 from leaderboard.services.export_jobs import export_job_build, export_jobs_maintain
 from leaderboard.services.priority import pair_priorities_recompute, pair_priorities_refresh
 from leaderboard.services.reports import report_snapshot_compute
-from leaderboard.stats.elo import elo_kernel_warm
 
 
 @task(name="leaderboard.export_build", queue=Queue.EXPORT, soft_time_limit=1200, time_limit=1380)
@@ -89,10 +89,11 @@ def pair_priorities_refresh_task() -> str:
 
 
 @worker_process_init.connect
-def elo_kernel_load(**_: Any) -> None:
-    """Each worker process loads the compiled Elo kernel as it starts, so that its first report
-    does not pay for it (measured in benchmarks/bench_elo.py --fresh-process)."""
-    elo_kernel_warm()
+def report_libraries_warm(**_: Any) -> None:
+    """Each worker process loads the compiled Elo kernel and the analysis libraries as it
+    starts, so that its first report pays for neither (report_libraries_load; the kernel's part
+    is measured in benchmarks/bench_elo.py --fresh-process)."""
+    report_libraries_load()
 
 
 @task(

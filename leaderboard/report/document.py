@@ -35,6 +35,27 @@ R = TypeVar("R")
 SCHEMA_VERSION = 19
 
 
+def report_libraries_load() -> None:
+    """Load now what computing a report uses, rather than in a process's first report: the
+    compiled Elo kernel (stats.elo.elo_kernel_warm) and the libraries that the report's modules
+    import only inside the functions that run them, so that a page serving a snapshot never
+    loads them (pandas, scipy's stats, special functions and sparse matrices, pyarrow's CSV
+    reader and compute functions). Called as each Celery worker process starts
+    (leaderboard.tasks); without it the first report of a process paid about 0.5 s for scipy
+    alone, in whichever section first asked for it (benchmarks/bench_report.py, per_category).
+    """
+    import pandas  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.csv  # noqa: F401
+    import scipy.sparse  # noqa: F401
+    import scipy.special  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+    from leaderboard.stats.elo import elo_kernel_warm
+
+    elo_kernel_warm()
+
+
 class ReportPayloadError(ApplicationError, ValueError):
     """A stored payload that this code cannot read as a report (another schema version, or a
     section missing)."""

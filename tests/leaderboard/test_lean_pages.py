@@ -127,3 +127,44 @@ def test_serving_a_snapshot_loads_no_analysis_library_and_the_worker_still_compu
     assert served["loaded"] == []
     assert worker["computed"] == ["computed"]
     assert {"scipy", "pandas", "numba"} <= set(worker["loaded"])
+
+
+WARM = """
+import json, sys
+import django
+django.setup()
+import leaderboard.tasks  # what a Celery worker imports with the task modules
+before = [m for m in ("scipy", "pandas", "pyarrow", "numba") if m in sys.modules]
+from celery.signals import worker_process_init
+worker_process_init.send(sender=None)
+after = [m for m in ("scipy.stats", "scipy.special", "scipy.sparse", "pandas", "pyarrow.csv",
+                     "pyarrow.compute", "numba") if m in sys.modules]
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_a_worker_process_loads_the_analysis_libraries_as_it_starts_not_on_import() -> None:
+    """Importing the task modules keeps a process lean (a web process imports them to send
+    tasks); a Celery worker process that starts loads what a report computes with, so that its
+    first report does not pay the imports inside whichever section first needs them."""
+    done = subprocess.run(
+        [sys.executable, "-c", WARM],
+        cwd=ROOT,
+        env=child_env(DJANGO_SETTINGS_MODULE="config.settings.test"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["before"] == []
+    assert result["after"] == [
+        "scipy.stats",
+        "scipy.special",
+        "scipy.sparse",
+        "pandas",
+        "pyarrow.csv",
+        "pyarrow.compute",
+        "numba",
+    ]
