@@ -93,8 +93,14 @@ print(json.dumps({"served": served, "worker": worker}))
 
 def _run_fresh(username: str, slug: str) -> dict[str, dict[str, Any]]:
     """SERVE in a new Python process on this test's database."""
+    return _child(SERVE, username, slug)
+
+
+def _child(code: str, *args: str) -> dict[str, Any]:
+    """The last line of `code`'s output, as JSON, run in a new Python process on this test's
+    database."""
     done = subprocess.run(
-        [sys.executable, "-c", SERVE, username, slug],
+        [sys.executable, "-c", code, *args],
         cwd=ROOT,
         env=child_env(DJANGO_SETTINGS_MODULE="config.settings.test"),
         capture_output=True,
@@ -103,7 +109,7 @@ def _run_fresh(username: str, slug: str) -> dict[str, dict[str, Any]]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -147,17 +153,7 @@ def test_a_worker_process_loads_the_analysis_libraries_as_it_starts_not_on_impor
     """Importing the task modules keeps a process lean (a web process imports them to send
     tasks); a Celery worker process that starts loads what a report computes with, so that its
     first report does not pay the imports inside whichever section first needs them."""
-    done = subprocess.run(
-        [sys.executable, "-c", WARM],
-        cwd=ROOT,
-        env=child_env(DJANGO_SETTINGS_MODULE="config.settings.test"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _child(WARM)
     assert result["before"] == []
     assert result["after"] == [
         "scipy.stats",
