@@ -65,6 +65,12 @@ def broker_check() -> None:
         ) from exc
 
 
+def worker_consumes(queue: Queue) -> bool:
+    """Whether this worker process takes messages from `queue`: the queues its worker was
+    started with (`celery worker -Q ...`), or Celery's default queue without -Q."""
+    return queue.value in _celery().amqp.queues.consume_from
+
+
 def queue_length(queue: Queue) -> int:
     """How many messages wait in a queue of the Redis broker (0 when that cannot be read).
 

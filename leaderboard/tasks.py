@@ -11,6 +11,7 @@ from typing import Any
 
 from celery.signals import worker_process_init
 
+from core.broker import worker_consumes
 from core.queues import Queue
 from core.tasks import task
 from leaderboard.report.document import report_libraries_load
@@ -90,10 +91,13 @@ def pair_priorities_refresh_task() -> str:
 
 @worker_process_init.connect
 def report_libraries_warm(**_: Any) -> None:
-    """Each worker process loads the compiled Elo kernel and the analysis libraries as it
-    starts, so that its first report pays for neither (report_libraries_load; the kernel's part
-    is measured in benchmarks/bench_elo.py --fresh-process)."""
-    report_libraries_load()
+    """Each process of a worker that serves the analysis queue loads the compiled Elo kernel and
+    the analysis libraries as it starts, so that its first report pays for neither
+    (report_libraries_load; the kernel's part is measured in benchmarks/bench_elo.py
+    --fresh-process). Workers of the other queues (judge calls, exports, the reward model, the
+    default queue) do not hold them for nothing: a task there loads what it uses when it runs."""
+    if worker_consumes(Queue.ANALYSIS):
+        report_libraries_load()
 
 
 @task(

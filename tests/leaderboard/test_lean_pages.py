@@ -142,6 +142,9 @@ django.setup()
 import leaderboard.tasks  # what a Celery worker imports with the task modules
 before = [m for m in ("scipy", "pandas", "pyarrow", "numba") if m in sys.modules]
 from celery.signals import worker_process_init
+from config.celery import app
+# What `celery worker -Q <queues>` does before it starts its processes.
+app.amqp.queues.select(sys.argv[1].split(","))
 worker_process_init.send(sender=None)
 after = [m for m in ("scipy.stats", "scipy.special", "scipy.sparse", "pandas", "pyarrow.csv",
                      "pyarrow.compute", "numba") if m in sys.modules]
@@ -149,11 +152,16 @@ print(json.dumps({"before": before, "after": after}))
 """
 
 
-def test_a_worker_process_loads_the_analysis_libraries_as_it_starts_not_on_import() -> None:
+def test_an_analysis_worker_process_loads_the_analysis_libraries_as_it_starts_not_on_import() -> (
+    None
+):
     """Importing the task modules keeps a process lean (a web process imports them to send
-    tasks); a Celery worker process that starts loads what a report computes with, so that its
-    first report does not pay the imports inside whichever section first needs them."""
-    result = _child(WARM)
+    tasks); a process of a worker that serves the analysis queue loads what a report computes
+    with as it starts, so that its first report does not pay the imports inside whichever
+    section first needs them; a worker of other queues stays lean."""
+    for queues in ("default", "llm_judge,export"):
+        assert _child(WARM, queues) == {"before": [], "after": []}, queues
+    result = _child(WARM, "default,analysis")
     assert result["before"] == []
     assert result["after"] == [
         "scipy.stats",
