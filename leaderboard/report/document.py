@@ -40,9 +40,10 @@ def report_libraries_load() -> None:
     compiled Elo kernel (stats.elo.elo_kernel_warm) and the libraries that the report's modules
     import only inside the functions that run them, so that a page serving a snapshot never
     loads them (pandas, scipy's stats, special functions and sparse matrices, pyarrow's CSV
-    reader and compute functions). Called as each Celery worker process starts
-    (leaderboard.tasks); without it the first report of a process paid about 0.5 s for scipy
-    alone, in whichever section first asked for it (benchmarks/bench_report.py, per_category).
+    reader and compute functions). Called as each process of a worker serving the analysis
+    queue starts (leaderboard.tasks.report_libraries_warm); without it the first report of a
+    process paid about 0.5 s for scipy alone, in whichever section first asked for it
+    (benchmarks/bench_report.py, per_category).
     """
     import pandas  # noqa: F401
     import pyarrow.compute  # noqa: F401
